@@ -1,0 +1,1 @@
+"""Pipeline graph, options, local stack and the ``crawler`` command line."""

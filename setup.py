@@ -1,0 +1,27 @@
+"""Packaging for the Beam-native crawler: the ``pipeline`` and ``transforms`` packages and the
+``crawler`` console script. Exact versions live in requirements.txt."""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="beam-crawler",
+    version="0.1.0",
+    description="A streaming Apache Beam web crawler: polite, deduplicating, observable.",
+    python_requires=">=3.11",
+    packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
+    package_data={"pipeline": ["demo_site/*"]},
+    install_requires=[
+        "apache-beam[gcp]>=2.77,<2.78",
+        "aiohttp>=3.9",
+        "selectolax>=1.0",
+        "protego>=0.3",
+        "warcio>=1.7",
+        "w3lib>=2.1",
+        "google-cloud-bigtable>=2.20",
+        "google-cloud-storage>=2.10",
+        "google-cloud-pubsub>=2.18",
+        "datasketch>=1.6",
+    ],
+    extras_require={"local": ["gcp-storage-emulator>=2024.0"], "test": ["pytest", "pytest-timeout"]},
+    entry_points={"console_scripts": ["crawler=pipeline.cli:main"]},
+)

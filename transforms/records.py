@@ -1,0 +1,142 @@
+"""The records that flow between the crawl stages.
+
+All are frozen dataclasses made of primitives, tuples and other records, so Beam's deterministic
+fallback coder encodes them; keys in the pipeline are always plain ``str`` politeness keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# Outcomes recorded in the webtable's ``f:outcome`` cell. Every accepted URL ends in one of the
+# terminal outcomes; ``queued`` is the only non-terminal one.
+OUTCOME_QUEUED = "queued"
+OUTCOME_FETCHED = "fetched"  # 2xx HTML, stored in WARC
+OUTCOME_NOT_STORED = "not_stored"  # a response whose body is not stored (non-HTML, non-2xx)
+OUTCOME_REDIRECT = "redirect"  # 3xx whose target went back through the frontier
+OUTCOME_ERROR = "error"  # no usable response after the allowed attempts
+OUTCOME_ROBOTS_BLOCKED = "robots_blocked"
+OUTCOME_QUEUE_OVERFLOW = "queue_overflow"
+TERMINAL_OUTCOMES = frozenset({
+    OUTCOME_FETCHED, OUTCOME_NOT_STORED, OUTCOME_REDIRECT, OUTCOME_ERROR,
+    OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW,
+})
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """One URL to crawl.
+
+    Attributes:
+        url: the canonical URL (``transforms.urls.canonicalize_url``).
+        depth: link distance from a seed (seeds are 0).
+        priority: higher is fetched first within a host; seeds may set it.
+        discovered_from: the URL of the page that linked here, or None for a seed.
+        attempt: fetch attempts already made (a URL returned by an expired lease keeps its count).
+    """
+
+    url: str
+    depth: int = 0
+    priority: int = 0
+    discovered_from: str | None = None
+    attempt: int = 0
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What one fetch of one URL produced (a response, or an error with no usable response).
+
+    ``body`` holds the payload exactly as the server sent it (content-encoding intact) and only
+    for responses that are stored; ``body`` is None for everything else.
+    """
+
+    request: CrawlRequest
+    host: str
+    fetched_at: float
+    final_url: str
+    status: int | None = None
+    content_type: str | None = None
+    http_version: str = "1.1"
+    reason: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    content_length: int = 0
+    truncated: bool = False
+    redirects: tuple[str, ...] = ()
+    redirect_to: str | None = None
+    error: str | None = None
+    error_detail: str | None = None
+    elapsed: float = 0.0
+    outcome: str = OUTCOME_FETCHED
+
+    def without_body(self) -> FetchResult:
+        return dataclasses.replace(self, body=None)
+
+
+@dataclass(frozen=True)
+class UrlOutcome:
+    """A URL that ended without a fetch (or was just accepted: outcome ``queued``)."""
+
+    request: CrawlRequest
+    host: str
+    outcome: str
+    at: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedPage:
+    """A fetched HTML page with what extraction found in it."""
+
+    fetch: FetchResult
+    title: str | None
+    outlinks: tuple[str, ...]
+    checksum: str
+
+
+@dataclass(frozen=True)
+class WarcLocation:
+    """Where a page's WARC record lives: file URI, byte offset and length of the gzip member."""
+
+    file: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A page whose WARC record is written (body dropped), ready for its webtable row."""
+
+    page: ParsedPage
+    location: WarcLocation
+
+
+@dataclass(frozen=True)
+class HostStats:
+    """Cumulative per-host counters, written to the hosts table at every lease end."""
+
+    host: str
+    updated_at: float
+    fetched: int = 0
+    errors: int = 0
+    bytes: int = 0
+    robots_blocked: int = 0
+    dedup_dropped: int = 0
+    overflow: int = 0
+    accepted: int = 0
+    queued: int = 0
+    lease_active: bool = False
+    delay: float = 0.0
+    robots_status: str = "unknown"
+    last_error: str = ""
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An element that could not be processed, kept with its reason so nothing is lost."""
+
+    stage: str
+    reason: str
+    payload: bytes
+    at: float
