@@ -9,7 +9,6 @@ setup(
     description="A streaming Apache Beam web crawler: polite, deduplicating, observable.",
     python_requires=">=3.11",
     packages=find_packages(include=["pipeline", "pipeline.*", "transforms", "transforms.*"]),
-    package_data={"pipeline": ["demo_site/*"]},
     install_requires=[
         "apache-beam[gcp]>=2.77,<2.78",
         "aiohttp>=3.9",

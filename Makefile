@@ -1,0 +1,35 @@
+# The README's two commands: `make crawl` (optionally URLS="https://...") and `make test`.
+# Both create the virtualenv and install the pinned requirements on first use.
+VENV ?= .venv
+PYTHON ?= python3
+STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
+
+.PHONY: install crawl test lint down clean
+
+$(STAMP): requirements.txt requirements-dev.txt setup.py
+	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
+	$(VENV)/bin/pip install --quiet --upgrade pip
+	$(VENV)/bin/pip install --quiet -r requirements-dev.txt
+	$(VENV)/bin/pip install --quiet --no-deps -e .
+	rm -f $(VENV)/.installed-*
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Starts the local stack, serves the demo site (or crawls URLS), runs the crawl, prints a summary.
+crawl: $(STAMP)
+	$(VENV)/bin/crawler crawl $(URLS) $(ARGS)
+
+## Lint, then the whole test suite (unit, transforms, integration with the emulators).
+test: $(STAMP)
+	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+
+down: $(STAMP)
+	$(VENV)/bin/crawler local down
+
+clean:
+	rm -rf $(VENV) .crawler .pytest_cache .ruff_cache *.egg-info

@@ -1,0 +1,66 @@
+"""``crawler crawl``: the README's one command. Fresh local stack, the demo site (or the given
+URLs), seed, run to completion, summary; on the demo it also prints the servers' own view of
+politeness and completeness."""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+from pipeline.cli import local_pipeline_args
+from pipeline.demo_site import DemoSite
+from pipeline.local_stack import start_local_stack, stop_local_stack
+from pipeline.main import run
+from pipeline.seeding import publish_seeds
+from pipeline.server_log import politeness_report
+
+DEMO_DEFAULTS = {"--min_delay": "0.2", "--idle_timeout": "8", "--warc_roll_seconds": "3"}
+WEB_DEFAULTS = {"--max_pages": "200"}
+
+
+def _with_defaults(argv: list[str], defaults: dict[str, str]) -> list[str]:
+    given = {a.split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
+    return [f"{k}={v}" for k, v in defaults.items() if k not in given] + argv
+
+
+def crawl(args: argparse.Namespace, beam_argv: list[str], state_dir: Path) -> int:
+    print("starting a fresh local stack (Pub/Sub, Bigtable and GCS emulators) ...", flush=True)
+    stop_local_stack(state_dir)
+    stack = start_local_stack(state_dir)
+    os.environ.update(stack.env())
+    site: DemoSite | None = None
+    urls = list(args.urls)
+    if urls:
+        beam_argv = _with_defaults(beam_argv, WEB_DEFAULTS)
+    else:
+        site = DemoSite().start(n_hosts=args.demo_hosts, pages_per_host=args.demo_pages)
+        urls = site.seed_urls()
+        beam_argv = _with_defaults(beam_argv, DEMO_DEFAULTS)
+        print("serving the demo site on " + ", ".join(site.hosts), flush=True)
+    try:
+        report = publish_seeds(urls, stack.project, stack.topic)
+        for url, reason in report.invalid:
+            print(f"rejected {url!r}: {reason}")
+        if not report.published_urls:
+            return 2
+        print(f"seeded {report.published_urls} URLs; crawling ...", flush=True)
+        summary = run(local_pipeline_args(stack, beam_argv))
+        if site is not None:
+            print("\nThe demo servers' own request logs:")
+            for host in site.hosts:
+                log = site.requests(host)
+                rep = politeness_report(log)
+                got = {r.path for r in log}
+                expected = site.expected_fetch_paths(host)
+                gap = f"{rep.min_gap:.3f} s" if rep.min_gap is not None else "-"
+                print(f"  {host}: {rep.requests} requests, {len(expected & got)}/{len(expected)}"
+                      f" expected paths, {len(got & site.disallowed_paths(host))} disallowed, "
+                      f"max concurrent {rep.max_concurrent}, min gap {gap}, "
+                      f"robots.txt first: {rep.robots_first}, duplicates: {rep.duplicates}")
+    finally:
+        if site is not None:
+            site.stop()
+    print("\nThe local stack is still running for `crawler show URL` and `crawler ls --host H`;"
+          " stop it with `crawler local down`.")
+    return 1 if getattr(summary, "failed", None) else 0

@@ -1,0 +1,249 @@
+"""Runs the streaming pipeline locally (DirectRunner) with progress and stopping conditions.
+
+The DirectRunner cannot stop a streaming job by itself, and metrics queried from a running
+streaming job come back empty. So progress is read where an operator would read it in production:
+the hosts table, which the frontier updates at every lease (pages, errors, bytes, queue length per
+host). The job stops when ``--max_pages`` is reached (after the last WARC files are written) or when
+nothing changed for ``--idle_timeout`` seconds with no URL queued and no lease out.
+
+The DirectRunner runs every transform on one worker thread, and its Pub/Sub read long-polls the
+subscription for up to 30 s when it is empty, which would freeze the frontier's timers. While the
+job runs, a heartbeat thread publishes a tiny message every ``HEARTBEAT_SECONDS`` so the pull
+always returns at once; the decode step drops heartbeats (counter ``heartbeats``).
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import TextIO
+
+import apache_beam as beam
+from google.cloud import bigtable, pubsub_v1
+
+from pipeline.graph import build_pipeline
+from pipeline.options import CrawlerOptions
+from transforms.messages import HEARTBEAT_KIND, KIND_ATTRIBUTE
+from transforms.schema import HOST_FAMILY
+
+_LOG = logging.getLogger(__name__)
+HEARTBEAT_SECONDS = 0.1
+_COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
+             "accepted", "queued")
+
+
+@dataclass
+class HostRow:
+    host: str
+    values: dict[str, str]
+
+    def number(self, name: str) -> float:
+        try:
+            return float(self.values.get(name, "0"))
+        except ValueError:
+            return 0.0
+
+
+@dataclass
+class Totals:
+    """Sums over the hosts table."""
+
+    counters: dict[str, int] = field(default_factory=dict)
+    hosts: int = 0
+    active_hosts: int = 0
+    leases: int = 0
+
+    def __getitem__(self, name: str) -> int:
+        return self.counters.get(name, 0)
+
+    def snapshot(self) -> tuple[int, ...]:
+        return (*[self[c] for c in _COUNTERS], self.hosts, self.leases)
+
+    @property
+    def idle(self) -> bool:
+        return self["queued"] == 0 and self.leases == 0
+
+
+def read_hosts(project: str, instance: str, table: str) -> list[HostRow]:
+    """All rows of the hosts table, decoded."""
+    client = bigtable.Client(project=project, admin=False)
+    rows = client.instance(instance).table(table).read_rows()
+    out = []
+    for row in rows:
+        cells = row.cells.get(HOST_FAMILY, {})
+        values = {k.decode(): v[0].value.decode("utf-8", "replace") for k, v in cells.items()}
+        out.append(HostRow(row.row_key.decode(), values))
+    return out
+
+
+def totals_of(hosts: list[HostRow]) -> Totals:
+    t = Totals()
+    for h in hosts:
+        for name in _COUNTERS:
+            t.counters[name] = t.counters.get(name, 0) + int(h.number(name))
+        t.hosts += 1
+        active = h.values.get("lease_active") == "1"
+        t.leases += int(active)
+        t.active_hosts += int(active or h.number("queued") > 0)
+    return t
+
+
+def format_progress(t: Totals, rate: float, elapsed: float) -> str:
+    return (f"[{elapsed:6.1f}s] pages {t['fetched']:>6}  {rate:6.1f} pages/s  "
+            f"hosts active {t.active_hosts:>3}/{t.hosts:<3}  queued {t['queued']:>6}  "
+            f"errors {t['errors']:>4}  robots-blocked {t['robots_blocked']:>4}")
+
+
+def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
+                   limit: int = 20) -> str:
+    """The final table: totals, then the busiest hosts."""
+    rate = t["fetched"] / elapsed if elapsed > 0 else 0.0
+    lines = [f"Crawl stopped: {reason}", "",
+             f"  pages fetched     {t['fetched']}", f"  pages/s           {rate:.2f}",
+             f"  bytes             {t['bytes']}", f"  errors            {t['errors']}",
+             f"  robots-blocked    {t['robots_blocked']}",
+             f"  dedup-dropped     {t['dedup_dropped']}",
+             f"  queue overflow    {t['overflow']}", f"  still queued      {t['queued']}",
+             f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s", ""]
+    header = f"  {'host':<32} {'pages':>6} {'errors':>6} {'blocked':>7} {'queued':>6} " \
+             f"{'delay':>5}  robots"
+    lines.append(header)
+    lines.append("  " + "-" * (len(header) - 2))
+    for h in sorted(hosts, key=lambda h: -h.number("fetched"))[:limit]:
+        lines.append(f"  {h.host:<32} {int(h.number('fetched')):>6} "
+                     f"{int(h.number('errors')):>6} {int(h.number('robots_blocked')):>7} "
+                     f"{int(h.number('queued')):>6} {h.number('delay'):>5.2f}  "
+                     f"{h.values.get('robots_status', '')}")
+    if len(hosts) > limit:
+        lines.append(f"  ... and {len(hosts) - limit} more hosts")
+    return "\n".join(lines)
+
+
+class Heartbeat:
+    """Publishes a heartbeat message to the frontier topic every ``interval`` seconds."""
+
+    def __init__(self, topic_path: str, interval: float = HEARTBEAT_SECONDS) -> None:
+        self._topic = topic_path
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="pubsub-heartbeat", daemon=True)
+
+    def __enter__(self) -> Heartbeat:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+
+    def _run(self) -> None:
+        publisher = pubsub_v1.PublisherClient()
+        while not self._stop.wait(self._interval):
+            try:
+                publisher.publish(self._topic, b"", **{KIND_ATTRIBUTE: HEARTBEAT_KIND}).result(10)
+            except Exception as exc:
+                _LOG.debug("heartbeat not published: %s", exc)
+
+
+@dataclass
+class RunSummary:
+    reason: str
+    elapsed: float
+    totals: Totals
+    hosts: list[HostRow]
+    metrics: dict[str, int]
+    failed: BaseException | None = None
+
+
+def _committed_counters(result) -> dict[str, int]:
+    try:
+        query = result.metrics().query()
+    except Exception as exc:
+        _LOG.debug("metrics unavailable: %s", exc)
+        return {}
+    return {c.key.metric.name: int(c.committed or 0) for c in query.get("counters", [])}
+
+
+def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
+              poll_seconds: float = 1.0) -> RunSummary:
+    """Runs the crawl on the DirectRunner until a stopping condition; prints progress."""
+    o = options.get_all_options()
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, options)
+    with Heartbeat(o["frontier_topic"]):
+        return _drive(p.run(), options, out, poll_seconds)
+
+
+def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) -> RunSummary:
+    """Shows progress until a stopping condition, then cancels the job and prints the summary."""
+    o = options.get_all_options()
+    project, instance = options.bigtable_project_id, o["bigtable_instance"]
+    failure: list[BaseException] = []
+
+    def wait() -> None:
+        try:
+            result.wait_until_finish()
+        except BaseException as exc:
+            failure.append(exc)
+
+    waiter = threading.Thread(target=wait, name="pipeline-wait", daemon=True)
+    waiter.start()
+    started = time.time()
+    tty = out.isatty()
+    last_snapshot: tuple[int, ...] | None = None
+    last_change = started
+    last_print = 0.0
+    prev_fetched, prev_time = 0, started
+    reason = "stopped"
+    hosts: list[HostRow] = []
+    totals = Totals()
+    while True:
+        time.sleep(poll_seconds)
+        now = time.time()
+        if failure or not waiter.is_alive():
+            reason = f"pipeline failed: {failure[0]!r}" if failure else "pipeline finished"
+            break
+        try:
+            hosts = read_hosts(project, instance, o["hosts_table"])
+        except Exception as exc:
+            _LOG.warning("could not read the hosts table: %s", exc)
+            continue
+        totals = totals_of(hosts)
+        rate = (totals["fetched"] - prev_fetched) / max(1e-9, now - prev_time)
+        prev_fetched, prev_time = totals["fetched"], now
+        if tty or now - last_print >= 5:
+            line = format_progress(totals, rate, now - started)
+            out.write(("\r" + line) if tty else (line + "\n"))
+            out.flush()
+            last_print = now
+        snapshot = totals.snapshot()
+        if snapshot != last_snapshot:
+            last_snapshot, last_change = snapshot, now
+        if o["max_pages"] and totals["fetched"] >= o["max_pages"]:
+            reason = f"reached --max_pages {o['max_pages']}"
+            time.sleep(o["warc_roll_seconds"] + 1)  # let the last WARC files and rows land
+            break
+        if totals.hosts and totals.idle and now - last_change >= o["idle_timeout"]:
+            reason = f"idle for {o['idle_timeout']:.0f} s (nothing queued)"
+            break
+        if totals.hosts and now - last_change >= 10 * o["idle_timeout"]:
+            reason = f"stalled: no progress for {now - last_change:.0f} s with URLs queued"
+            break
+    if tty:
+        out.write("\n")
+    elapsed = time.time() - started
+    if waiter.is_alive():
+        result.cancel()
+    try:
+        hosts = read_hosts(project, instance, o["hosts_table"])
+        totals = totals_of(hosts)
+    except Exception as exc:
+        _LOG.warning("could not read the hosts table for the summary: %s", exc)
+    summary = RunSummary(reason, elapsed, totals, hosts, _committed_counters(result),
+                         failure[0] if failure else None)
+    out.write(format_summary(hosts, totals, elapsed, reason) + "\n")
+    out.flush()
+    return summary

@@ -1,0 +1,148 @@
+"""``CrawlerOptions``: every flag of the crawl pipeline, with units and defaults, and validation.
+
+Flags accept both spellings (``--min_delay`` as Beam and Dataflow templates use, and ``--min-delay``
+as the CLI documents). Unknown flags are left for Beam's own options, never dropped.
+"""
+
+from __future__ import annotations
+
+import re
+
+from apache_beam.options.pipeline_options import PipelineOptions
+
+from transforms.fetch import FetchConfig
+from transforms.frontier import FrontierConfig
+from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
+
+_SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
+_TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
+
+
+def _flag(parser, name: str, **kwargs) -> None:
+    parser.add_argument(f"--{name}", f"--{name.replace('_', '-')}", dest=name, **kwargs)
+
+
+class CrawlerOptions(PipelineOptions):
+    """The crawler's pipeline options (Beam's own options, e.g. --runner, are separate)."""
+
+    @classmethod
+    def _add_argparse_args(cls, parser) -> None:
+        _flag(parser, "input_subscription", default=None,
+              help="Pub/Sub subscription of the frontier topic to read crawl requests from, "
+                   "e.g. projects/my-project/subscriptions/frontier-crawler. Required.")
+        _flag(parser, "frontier_topic", default=None,
+              help="Pub/Sub topic that discovered links are published to (the crawl loop), "
+                   "e.g. projects/my-project/topics/frontier. Required.")
+        _flag(parser, "bigtable_project", default=None,
+              help="Project of the Bigtable instance (default: --project).")
+        _flag(parser, "bigtable_instance", default=DEFAULT_INSTANCE,
+              help=f"Bigtable instance id (default: {DEFAULT_INSTANCE}).")
+        _flag(parser, "webtable", default=WEBTABLE,
+              help=f"Bigtable table with one row per URL (default: {WEBTABLE}).")
+        _flag(parser, "hosts_table", default=HOSTS_TABLE,
+              help=f"Bigtable table with one row of counters per host (default: {HOSTS_TABLE}).")
+        _flag(parser, "deadletter_table", default=DEADLETTER_TABLE,
+              help="Bigtable table for messages and URLs that could not be processed "
+                   f"(default: {DEADLETTER_TABLE}).")
+        _flag(parser, "warc_prefix", default=None,
+              help="Where WARC files go, e.g. gs://my-bucket/warc (a local directory works for "
+                   "tests). Required.")
+        _flag(parser, "warc_roll_bytes", type=int, default=64 * 1024 * 1024,
+              help="Start a new WARC file once buffered bodies reach this many bytes "
+                   "(default: 67108864 = 64 MiB).")
+        _flag(parser, "warc_roll_seconds", type=float, default=10.0,
+              help="Write a WARC file at most this many seconds after its first page "
+                   "(default: 10).")
+        _flag(parser, "warc_shards", type=int, default=4,
+              help="Number of concurrent WARC writers (default: 4).")
+        _flag(parser, "min_delay", type=float, default=1.0,
+              help="Minimum seconds between request starts to one host; a larger robots.txt "
+                   "Crawl-delay wins (default: 1.0).")
+        _flag(parser, "lease_seconds", type=float, default=10.0,
+              help="Target length of a host lease in seconds; a lease carries "
+                   "lease_seconds / delay URLs (default: 10).")
+        _flag(parser, "max_lease_urls", type=int, default=32,
+              help="Most URLs in one lease (default: 32).")
+        _flag(parser, "max_queue_per_host", type=int, default=100_000,
+              help="Most pending URLs per host; more are recorded as queue_overflow "
+                   "(default: 100000).")
+        _flag(parser, "max_seen_per_host", type=int, default=1_000_000,
+              help="Capacity of a host's seen-URL Bloom filter (default: 1000000).")
+        _flag(parser, "seen_error_rate", type=float, default=1e-6,
+              help="False-positive bound of the seen-URL filter (default: 1e-6).")
+        _flag(parser, "robots_ttl", type=float, default=86400.0,
+              help="Seconds a fetched robots.txt is cached (default: 86400).")
+        _flag(parser, "retry_delay", type=float, default=5.0,
+              help="Base seconds of exponential back-off for robots.txt retries (default: 5).")
+        _flag(parser, "crawl_user_agent", default="beam-crawler/0.1",
+              help="User-Agent header of crawl requests; its product token is matched in "
+                   "robots.txt (default: beam-crawler/0.1).")
+        _flag(parser, "connect_timeout", type=float, default=10.0,
+              help="Seconds to establish a connection (default: 10).")
+        _flag(parser, "read_timeout", type=float, default=20.0,
+              help="Seconds between reads before giving up (default: 20).")
+        _flag(parser, "fetch_timeout", type=float, default=30.0,
+              help="Total seconds per request (default: 30).")
+        _flag(parser, "max_body_bytes", type=int, default=10 * 1024 * 1024,
+              help="Bodies are truncated at this many bytes and marked (default: 10485760).")
+        _flag(parser, "max_redirects", type=int, default=5,
+              help="Same-host redirect hops followed per URL (default: 5).")
+        _flag(parser, "max_pages", type=int, default=0,
+              help="Local runs: stop after about this many pages (0 = no limit; default: 0).")
+        _flag(parser, "idle_timeout", type=float, default=20.0,
+              help="Local runs: stop when nothing changed for this many seconds and no URL is "
+                   "queued (default: 20; must exceed --warc_roll_seconds).")
+
+    def validate_crawler(self) -> None:
+        """Raises ValueError with a clear message for any invalid combination."""
+        o = self.get_all_options()
+        if not o["input_subscription"] or not _SUBSCRIPTION_RE.match(o["input_subscription"]):
+            raise ValueError("--input_subscription must look like projects/PROJECT/"
+                             f"subscriptions/NAME, got {o['input_subscription']!r}")
+        if not o["frontier_topic"] or not _TOPIC_RE.match(o["frontier_topic"]):
+            raise ValueError("--frontier_topic must look like projects/PROJECT/topics/NAME, "
+                             f"got {o['frontier_topic']!r}")
+        if not o["warc_prefix"]:
+            raise ValueError("--warc_prefix is required, e.g. gs://my-bucket/warc")
+        if not (o["bigtable_project"] or o.get("project")):
+            raise ValueError("--bigtable_project or --project is required")
+        for name in ("min_delay", "retry_delay"):
+            if o[name] < 0:
+                raise ValueError(f"--{name} must be >= 0, got {o[name]}")
+        for name in ("lease_seconds", "robots_ttl", "connect_timeout", "read_timeout",
+                     "fetch_timeout", "warc_roll_seconds", "idle_timeout"):
+            if o[name] <= 0:
+                raise ValueError(f"--{name} must be > 0, got {o[name]}")
+        for name in ("max_lease_urls", "max_queue_per_host", "max_seen_per_host",
+                     "warc_roll_bytes", "warc_shards", "max_body_bytes"):
+            if o[name] < 1:
+                raise ValueError(f"--{name} must be >= 1, got {o[name]}")
+        if o["max_redirects"] < 0 or o["max_pages"] < 0:
+            raise ValueError("--max_redirects and --max_pages must be >= 0")
+        if not 0 < o["seen_error_rate"] < 0.5:
+            raise ValueError(f"--seen_error_rate must be in (0, 0.5), got {o['seen_error_rate']}")
+        if o["idle_timeout"] <= o["warc_roll_seconds"] + 1:
+            raise ValueError("--idle_timeout must exceed --warc_roll_seconds by more than 1 s so "
+                             "the last WARC file is written before a local run stops")
+
+    @property
+    def bigtable_project_id(self) -> str:
+        o = self.get_all_options()
+        return o["bigtable_project"] or o["project"]
+
+    def frontier_config(self) -> FrontierConfig:
+        o = self.get_all_options()
+        fetch = FetchConfig(user_agent=o["crawl_user_agent"], connect_timeout=o["connect_timeout"],
+                            read_timeout=o["read_timeout"], total_timeout=o["fetch_timeout"],
+                            max_body_bytes=o["max_body_bytes"], max_redirects=o["max_redirects"])
+        return FrontierConfig(
+            min_delay=o["min_delay"], lease_seconds=o["lease_seconds"],
+            max_lease_urls=o["max_lease_urls"], queue_capacity=o["max_queue_per_host"],
+            max_seen=o["max_seen_per_host"], seen_error_rate=o["seen_error_rate"],
+            robots_ttl=o["robots_ttl"], retry_delay=o["retry_delay"],
+            robots_agent=robots_token(o["crawl_user_agent"]), fetch=fetch)
+
+
+def robots_token(user_agent: str) -> str:
+    """The product token of a User-Agent (``beam-crawler/0.1 (+url)`` -> ``beam-crawler``)."""
+    return user_agent.split("/", 1)[0].split()[0] if user_agent.strip() else "*"

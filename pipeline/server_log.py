@@ -1,0 +1,55 @@
+"""Politeness measured from the servers' side: checks over request logs (pure).
+
+Used by the end-to-end tests and by ``crawler crawl`` on the demo site, so an operator sees the
+same evidence the tests assert: concurrency per host, gaps between request starts, robots first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Protocol
+
+
+class Request(Protocol):
+    path: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class PolitenessReport:
+    requests: int
+    max_concurrent: int
+    min_gap: float | None  # smallest gap between consecutive request starts (None: < 2 requests)
+    robots_first: bool
+    duplicates: int  # GETs of a path already requested (robots.txt excluded)
+
+
+def max_concurrency(requests: Sequence[Request]) -> int:
+    """The largest number of requests open at the same instant."""
+    events = sorted([(r.start, 1) for r in requests] + [(r.end, -1) for r in requests],
+                    key=lambda e: (e[0], e[1]))
+    open_now = peak = 0
+    for _, delta in events:
+        open_now += delta
+        peak = max(peak, open_now)
+    return peak
+
+
+def min_start_gap(requests: Sequence[Request]) -> float | None:
+    starts = sorted(r.start for r in requests)
+    if len(starts) < 2:
+        return None
+    return min(b - a for a, b in pairwise(starts))
+
+
+def politeness_report(requests: Sequence[Request]) -> PolitenessReport:
+    ordered = sorted(requests, key=lambda r: r.start)
+    paths = [r.path for r in ordered if r.path != "/robots.txt"]
+    return PolitenessReport(
+        requests=len(ordered), max_concurrent=max_concurrency(ordered),
+        min_gap=min_start_gap(ordered),
+        robots_first=bool(ordered) and ordered[0].path == "/robots.txt",
+        duplicates=len(paths) - len(set(paths)))

@@ -1,0 +1,165 @@
+"""End to end: the streaming pipeline on the DirectRunner against the emulators and three demo
+hosts, asserted from the servers' own request logs, the webtable and the WARC files.
+
+One crawl runs per module (about half a minute); each test checks one property of it.
+"""
+
+from __future__ import annotations
+
+import io
+import uuid
+from collections import defaultdict
+from urllib.parse import urlsplit
+
+import pytest
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
+from google.cloud import bigtable
+
+from pipeline.cli import local_pipeline_args
+from pipeline.demo_site import DemoSite
+from pipeline.main import run
+from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
+from pipeline.seeding import publish_seeds
+from pipeline.server_log import max_concurrency, min_start_gap
+from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
+from transforms.urls import canonicalize_url, politeness_key, row_key, url_from_row_key
+from transforms.warc import read_record
+
+pytestmark = pytest.mark.integration
+
+MIN_DELAY = 0.1
+CRAWL_DELAY = 0.4
+GAP_TOLERANCE = 0.03  # server-side clock and socket noise
+
+
+@pytest.fixture(scope="module")
+def crawl(local_stack):
+    """Runs one crawl of the demo site in an isolated topic/subscription/instance."""
+    suffix = uuid.uuid4().hex[:8]
+    topic, subscription, instance = f"e2e-{suffix}", f"e2e-{suffix}-sub", f"e2e-{suffix}"
+    ensure_topic(local_stack.project, topic)
+    ensure_subscription(local_stack.project, topic, subscription)
+    ensure_bigtable(local_stack.project, instance)
+    site = DemoSite().start(n_hosts=3, pages_per_host=40, crawl_delay=CRAWL_DELAY)
+    try:
+        publish_seeds(site.seed_urls(), local_stack.project, topic)
+        argv = local_pipeline_args(local_stack, [
+            f"--input_subscription=projects/{local_stack.project}/subscriptions/{subscription}",
+            f"--frontier_topic=projects/{local_stack.project}/topics/{topic}",
+            f"--bigtable_instance={instance}", f"--warc_prefix=gs://{local_stack.bucket}/{suffix}",
+            f"--min_delay={MIN_DELAY}", "--idle_timeout=8", "--warc_roll_seconds=2",
+            "--retry_delay=0.5"])
+        out = io.StringIO()
+        summary = run(argv, out=out)
+    finally:
+        site.stop()
+    table = bigtable.Client(project=local_stack.project).instance(instance).table("webtable")
+    rows = {}
+    for row in table.read_rows():
+        rows[url_from_row_key(row.row_key.decode())] = {
+            fam: {c.decode(): v[0].value.decode() for c, v in cols.items()}
+            for fam, cols in row.cells.items()}
+    hosts_table = bigtable.Client(project=local_stack.project).instance(instance).table("hosts")
+    host_rows = {r.row_key.decode(): {c.decode(): v[0].value.decode()
+                                      for c, v in r.cells[HOST_FAMILY].items()}
+                 for r in hosts_table.read_rows()}
+    return site, summary, out.getvalue(), rows, host_rows
+
+
+def _gets(site, host):
+    return [r for r in site.requests(host) if r.method == "GET"]
+
+
+def test_the_run_stops_on_idle_and_prints_a_summary(crawl):
+    site, summary, out, _, _ = crawl
+    assert summary.failed is None, out
+    assert summary.reason.startswith("idle"), out
+    assert "pages fetched" in out and "robots" in out
+    # One result per URL: robots.txt is not a page, and /old -> /new-page.html is one result.
+    assert summary.totals["fetched"] == sum(len(site.expected_fetch_paths(h)) - 2
+                                            for h in site.hosts)
+
+
+def test_every_allowed_reachable_path_is_fetched_exactly_once(crawl):
+    site, _, out, _, _ = crawl
+    for host in site.hosts:
+        paths = [r.path for r in _gets(site, host)]
+        duplicates = {p for p in paths if paths.count(p) > 1}
+        assert not duplicates, f"{host}: fetched more than once: {duplicates}"
+        assert set(paths) == site.expected_fetch_paths(host), (
+            f"{host}: missing {site.expected_fetch_paths(host) - set(paths)}, "
+            f"unexpected {set(paths) - site.expected_fetch_paths(host)}\n{out}")
+
+
+def test_no_disallowed_path_is_requested(crawl):
+    site = crawl[0]
+    assert any(site.disallowed_paths(h) for h in site.hosts)
+    for host in site.hosts:
+        requested = {r.path for r in site.requests(host)}
+        assert not requested & site.disallowed_paths(host)
+
+
+def test_robots_txt_comes_first_on_every_host(crawl):
+    site = crawl[0]
+    for host in site.hosts:
+        first = min(site.requests(host), key=lambda r: r.start)
+        assert first.path == "/robots.txt", host
+
+
+def test_never_two_concurrent_requests_to_one_host(crawl):
+    site = crawl[0]
+    for host in site.hosts:
+        assert max_concurrency(site.requests(host)) == 1, host
+
+
+def test_request_starts_keep_the_delay_and_crawl_delay_wins(crawl):
+    site = crawl[0]
+    for host in site.hosts:
+        delay = max(MIN_DELAY, site.spec(host).crawl_delay or 0.0)
+        gap = min_start_gap(site.requests(host))
+        assert gap is not None and gap >= delay - GAP_TOLERANCE, (host, gap, delay)
+
+
+def test_every_stored_page_has_a_row_and_a_warc_record_with_the_exact_bytes(crawl):
+    site, _, _, rows, _ = crawl
+    stored = {url: cells for url, cells in rows.items() if CONTENT_FAMILY in cells}
+    assert stored
+    files: dict[str, bytes] = {}
+    for url, cells in stored.items():
+        content, fetch = cells[CONTENT_FAMILY], cells[FETCH_FAMILY]
+        path = content["warc_file"]
+        if path not in files:
+            with FileSystems.open(path, compression_type=CompressionTypes.UNCOMPRESSED) as f:
+                files[path] = f.read()
+        record = read_record(files[path], int(content["warc_offset"]))
+        final = urlsplit(fetch["final_url"])
+        target = (final.path or "/") + (f"?{final.query}" if final.query else "")
+        expected = site.page_body(f"http://{final.netloc}", target)
+        assert record.payload == expected, url
+        assert fetch["status"] == "200" and fetch["outcome"] == "fetched"
+    for host in site.hosts:
+        for path in site.html_pages(host):
+            url = canonicalize_url(host + path)
+            assert url in stored or any(
+                c[FETCH_FAMILY].get("final_url") == url for c in stored.values()), url
+
+
+def test_unreachable_host_is_recorded_with_an_error(crawl):
+    site, _, _, rows, host_rows = crawl
+    url = canonicalize_url(site.unreachable_url)
+    assert url in rows, sorted(rows)[:5]
+    fetch = rows[url][FETCH_FAMILY]
+    assert fetch["outcome"] == "error" and fetch["error"], fetch
+    assert host_rows[politeness_key(url)]["robots_status"] == "disallow_all"
+
+
+def test_every_row_has_schedule_cells_and_a_terminal_outcome(crawl):
+    _, _, _, rows, _ = crawl
+    outcomes = defaultdict(int)
+    for url, cells in rows.items():
+        assert cells[SCHEDULE_FAMILY]["host"] == politeness_key(url)
+        outcomes[cells[FETCH_FAMILY]["outcome"]] += 1
+        assert row_key(url)
+    assert outcomes["queued"] == 0, dict(outcomes)
+    assert outcomes["fetched"] > 0 and outcomes["robots_blocked"] > 0, dict(outcomes)

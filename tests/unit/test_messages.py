@@ -1,0 +1,37 @@
+"""The frontier message format."""
+
+import pytest
+
+from transforms.messages import BadMessage, chunk, decode_requests, encode_requests
+from transforms.records import CrawlRequest
+
+
+def test_round_trip_keeps_every_field():
+    reqs = [CrawlRequest("https://a.example/", 0, 3),
+            CrawlRequest("https://a.example/x", 2, 0, "https://a.example/", attempt=1)]
+    assert decode_requests(encode_requests(reqs)) == reqs
+
+
+def test_plain_text_bodies_are_urls_one_per_line_with_attributes():
+    reqs = decode_requests(b"https://a.example/\n\n  https://b.example/p  \n",
+                           {"depth": "1", "priority": "7"})
+    assert [r.url for r in reqs] == ["https://a.example/", "https://b.example/p"]
+    assert {(r.depth, r.priority) for r in reqs} == {(1, 7)}
+
+
+@pytest.mark.parametrize("body", [b"", b"\xff\xfe", b"{not json", b'{"requests": 3}',
+                                  b'{"requests": [{"nourl": 1}]}',
+                                  b'{"requests": [{"url": "u", "depth": "x"}]}'])
+def test_bad_bodies_raise_bad_message(body):
+    with pytest.raises(BadMessage):
+        decode_requests(body)
+
+
+def test_bad_attribute_is_reported():
+    with pytest.raises(BadMessage, match="depth"):
+        decode_requests(b"https://a/", {"depth": "deep"})
+
+
+def test_chunk_splits_into_message_sized_lists():
+    reqs = [CrawlRequest(f"https://a/{i}") for i in range(2500)]
+    assert [len(c) for c in chunk(reqs)] == [1000, 1000, 500]

@@ -1,0 +1,374 @@
+"""Asynchronous fetching of host leases with aiohttp, off the runner's threads.
+
+A *lease* is a short, strictly sequential run of requests to one host (see ``transforms.schedule``).
+``FetchService`` runs leases on one asyncio event loop in a background thread per worker process,
+so a worker has many hosts in flight while the runner's threads never block on the network: the
+frontier submits a lease and later polls for its outcome from a timer callback.
+
+Politeness is enforced here too, as a second line behind the frontier's lease arithmetic: a
+lease's requests are sequential (including same-host redirect hops), each starts at least
+``lease.delay`` after the previous start, no request starts within ``min_request_window`` of the
+lease deadline, and every request's timeout is clamped to the deadline.
+
+Bodies are read raw (``auto_decompress=False``): the WARC record holds exactly the bytes the server
+sent, and decompression happens at extraction with a size cap.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+import time
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from urllib.parse import urljoin
+
+import aiohttp
+
+from transforms.links import is_html
+from transforms.records import (
+    OUTCOME_ERROR,
+    OUTCOME_FETCHED,
+    OUTCOME_NOT_STORED,
+    OUTCOME_REDIRECT,
+    CrawlRequest,
+    FetchResult,
+)
+from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
+
+_LOG = logging.getLogger(__name__)
+
+REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
+_DISCARD_LIMIT = 64 * 1024  # unstored bodies up to this size are drained to keep the connection
+
+
+@dataclass(frozen=True)
+class FetchConfig:
+    """Fetcher settings; hashable so one ``FetchService`` per distinct config serves a process."""
+
+    user_agent: str = "beam-crawler/0.1"
+    connect_timeout: float = 10.0
+    read_timeout: float = 20.0
+    total_timeout: float = 30.0
+    max_body_bytes: int = 10 * 1024 * 1024
+    max_robots_bytes: int = 500 * 1024
+    max_redirects: int = 5
+    min_request_window: float = 0.5
+    max_connections: int = 512
+
+
+@dataclass(frozen=True)
+class Lease:
+    """A batch of one host's requests, fetched in order with ``delay`` between request starts.
+
+    A robots lease (``robots_url`` set) fetches only the host's robots.txt.
+    """
+
+    lease_id: str
+    host: str
+    requests: tuple[CrawlRequest, ...]
+    start_at: float
+    delay: float
+    deadline: float
+    robots_url: str | None = None
+
+    @staticmethod
+    def new_id() -> str:
+        return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class RobotsResponse:
+    """The outcome of fetching robots.txt: status None means no response (see ``error``)."""
+
+    status: int | None
+    body: bytes | None
+    fetched_at: float
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class LeaseOutcome:
+    """What a finished lease did. ``unfinished`` requests were never started (deadline reached)."""
+
+    lease_id: str
+    results: tuple[FetchResult, ...]
+    unfinished: tuple[CrawlRequest, ...]
+    robots: RobotsResponse | None
+    request_starts: tuple[float, ...]
+    last_end: float | None
+    finished_at: float
+
+    @property
+    def last_start(self) -> float | None:
+        return self.request_starts[-1] if self.request_starts else None
+
+
+class LeaseExpired(Exception):
+    """Raised inside a lease when the next request could not finish before the deadline."""
+
+
+@dataclass
+class _Gate:
+    """Hands out request slots of one lease: sequential, before the deadline, and each at least
+    ``delay`` after the previous request *ended*.
+
+    Counting the delay from the end rather than from our start time makes the gap hold as the
+    server sees it: a request we timestamp at t may reach the server later (a busy event loop, a
+    new connection), but the next one is sent no earlier than the previous response's end + d.
+    """
+
+    lease: Lease
+    min_window: float
+    starts: list[float] = field(default_factory=list)
+    last_end: float | None = None
+
+    async def acquire(self) -> float:
+        """Waits for the next slot; returns the time left before the deadline."""
+        earliest = (self.lease.start_at if self.last_end is None
+                    else self.last_end + self.lease.delay)
+        wait = earliest - time.time()
+        if wait > 0:
+            await asyncio.sleep(wait)
+        now = time.time()
+        left = self.lease.deadline - now
+        if left < self.min_window:
+            raise LeaseExpired
+        self.starts.append(now)
+        return left
+
+    def release(self) -> None:
+        """Marks the current request as finished (response read, or failed)."""
+        self.last_end = time.time()
+
+
+@contextlib.asynccontextmanager
+async def _released(gate: _Gate) -> AsyncIterator[None]:
+    """Releases the gate when the request's response is closed, whatever happened."""
+    try:
+        yield
+    finally:
+        gate.release()
+
+
+def classify_error(exc: BaseException) -> str:
+    """A short, stable error kind for counters and the webtable."""
+    if isinstance(exc, asyncio.TimeoutError | TimeoutError):
+        return "timeout"
+    if isinstance(exc, aiohttp.ClientConnectorError | ConnectionError):
+        return "connection"
+    if isinstance(exc, aiohttp.ServerDisconnectedError):
+        return "disconnected"
+    if isinstance(exc, aiohttp.ClientPayloadError):
+        return "payload"
+    if isinstance(exc, aiohttp.InvalidURL | InvalidUrl):
+        return "invalid_url"
+    if isinstance(exc, aiohttp.ClientResponseError):
+        return "protocol"
+    if isinstance(exc, aiohttp.ClientError | OSError):
+        return "client"
+    return "internal"
+
+
+async def _read_limited(resp: aiohttp.ClientResponse, limit: int) -> tuple[bytes, bool]:
+    """Reads at most ``limit`` bytes of the raw body; returns (bytes, truncated)."""
+    chunks: list[bytes] = []
+    size = 0
+    while size <= limit:
+        chunk = await resp.content.read(min(65536, limit + 1 - size))
+        if not chunk:
+            return b"".join(chunks), False
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)[:limit], True
+
+
+def _raw_headers(resp: aiohttp.ClientResponse) -> tuple[tuple[str, str], ...]:
+    return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
+
+
+async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, gate: _Gate,
+                        config: FetchConfig) -> FetchResult:
+    """Fetches one URL, following same-host redirects through the lease's gate.
+
+    Raises:
+        LeaseExpired: when the first request (or a redirect hop) cannot start before the deadline;
+            the URL goes back to the queue untouched if no hop was made.
+    """
+    host = gate.lease.host
+    url = request.url
+    hops: list[str] = []
+    started = time.time()
+    while True:
+        left = await gate.acquire()
+        fetched_at = time.time()
+        timeout = aiohttp.ClientTimeout(total=min(config.total_timeout, left),
+                                        sock_connect=config.connect_timeout,
+                                        sock_read=config.read_timeout)
+        try:
+            async with _released(gate), session.get(url, allow_redirects=False,
+                                                    timeout=timeout) as resp:
+                status = resp.status
+                ctype = resp.headers.get("Content-Type")
+                base = dict(request=request, host=host, fetched_at=fetched_at, final_url=url,
+                            status=status, content_type=ctype,
+                            http_version=f"{resp.version.major}.{resp.version.minor}",
+                            reason=resp.reason or "", headers=_raw_headers(resp),
+                            redirects=tuple(hops))
+                declared = int(resp.headers.get("Content-Length", "0") or 0) if (
+                    resp.headers.get("Content-Length", "").isdigit()) else 0
+                if status in REDIRECT_STATUSES and "Location" in resp.headers:
+                    await _read_limited(resp, _DISCARD_LIMIT)
+                    try:
+                        target = canonicalize_url(urljoin(url, resp.headers["Location"]))
+                    except InvalidUrl as exc:
+                        return FetchResult(**base, error="bad_redirect", error_detail=str(exc),
+                                           elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+                    hops.append(url)
+                    if politeness_key(target) != host:
+                        return FetchResult(**base, redirect_to=target, content_length=declared,
+                                           elapsed=time.time() - started,
+                                           outcome=OUTCOME_REDIRECT)
+                    if len(hops) > config.max_redirects:
+                        return FetchResult(**base, error="too_many_redirects",
+                                           error_detail=" -> ".join(hops),
+                                           elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+                    url = target
+                    continue
+                if 200 <= status < 300 and is_html(ctype):
+                    body, truncated = await _read_limited(resp, config.max_body_bytes)
+                    return FetchResult(**base, body=body, content_length=len(body),
+                                       truncated=truncated, elapsed=time.time() - started,
+                                       outcome=OUTCOME_FETCHED)
+                if is_html(ctype) or ctype is None or ctype.startswith("text/"):
+                    drained, truncated = await _read_limited(resp, _DISCARD_LIMIT)
+                    size = declared or len(drained)
+                    if truncated:
+                        resp.close()
+                else:  # media: the headers said enough, do not read the body
+                    size = declared
+                    resp.close()
+                return FetchResult(**base, content_length=size, elapsed=time.time() - started,
+                                   outcome=OUTCOME_NOT_STORED)
+        except LeaseExpired:
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            return FetchResult(request=request, host=host, fetched_at=fetched_at, final_url=url,
+                               redirects=tuple(hops), error=classify_error(exc),
+                               error_detail=f"{type(exc).__name__}: {exc}"[:500],
+                               elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+
+
+async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
+                       config: FetchConfig) -> RobotsResponse:
+    """Fetches robots.txt, following up to five same-host redirects (RFC 9309 section 2.3.1.2)."""
+    host = gate.lease.host
+    for _ in range(6):
+        left = await gate.acquire()
+        fetched_at = time.time()
+        timeout = aiohttp.ClientTimeout(total=min(config.total_timeout, left),
+                                        sock_connect=config.connect_timeout,
+                                        sock_read=config.read_timeout)
+        try:
+            async with _released(gate), session.get(url, allow_redirects=False,
+                                                    timeout=timeout) as resp:
+                if resp.status in REDIRECT_STATUSES and "Location" in resp.headers:
+                    target = canonicalize_url(urljoin(url, resp.headers["Location"]))
+                    if politeness_key(target) != host:
+                        # Another authority: treated as unavailable, which RFC 9309 reads as
+                        # "allow", without an unscheduled request to a host we have no lease on.
+                        return RobotsResponse(404, None, fetched_at, "cross-host redirect")
+                    url = target
+                    continue
+                body, _ = await _read_limited(resp, config.max_robots_bytes)
+                return RobotsResponse(resp.status, body, fetched_at)
+        except LeaseExpired:
+            raise
+        except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
+            return RobotsResponse(None, None, fetched_at, f"{classify_error(exc)}: {exc}"[:300])
+    return RobotsResponse(404, None, time.time(), "too many redirects")
+
+
+async def run_lease(session: aiohttp.ClientSession, lease: Lease,
+                    config: FetchConfig) -> LeaseOutcome:
+    """Runs one lease to completion (or to its deadline) and reports what happened."""
+    gate = _Gate(lease, config.min_request_window)
+    results: list[FetchResult] = []
+    robots: RobotsResponse | None = None
+    pending = list(lease.requests)
+    try:
+        if lease.robots_url is not None:
+            robots = await fetch_robots(session, lease.robots_url, gate, config)
+        while pending:
+            results.append(await fetch_request(session, pending[0], gate, config))
+            pending.pop(0)
+    except LeaseExpired:
+        pass
+    return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
+                        tuple(gate.starts), gate.last_end, time.time())
+
+
+class FetchService:
+    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns."""
+
+    def __init__(self, config: FetchConfig) -> None:
+        self.config = config
+        self._loop = asyncio.new_event_loop()
+        self._futures: dict[str, asyncio.Future[LeaseOutcome]] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
+                                        daemon=True)
+        self._thread.start()
+        self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
+
+    async def _open(self) -> aiohttp.ClientSession:
+        connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=1,
+                                         ttl_dns_cache=300, enable_cleanup_closed=True)
+        return aiohttp.ClientSession(
+            connector=connector, auto_decompress=False,
+            headers={"User-Agent": self.config.user_agent,
+                     "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+                     "Accept-Encoding": "gzip, deflate"})
+
+    def submit(self, lease: Lease) -> None:
+        """Starts a lease; returns at once."""
+        future = asyncio.run_coroutine_threadsafe(run_lease(self._session, lease, self.config),
+                                                  self._loop)
+        with self._lock:
+            self._futures[lease.lease_id] = future  # type: ignore[assignment]
+
+    def poll(self, lease_id: str) -> tuple[str, LeaseOutcome | None]:
+        """Returns ("done", outcome) once, ("running", None), or ("unknown", None).
+
+        "unknown" means this process never ran the lease (e.g. the key moved to another worker).
+        """
+        with self._lock:
+            future = self._futures.get(lease_id)
+            if future is None:
+                return "unknown", None
+            if not future.done():
+                return "running", None
+            del self._futures[lease_id]
+        return "done", future.result()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(1 for f in self._futures.values() if not f.done())
+
+
+_SERVICES: dict[FetchConfig, FetchService] = {}
+_SERVICES_LOCK = threading.Lock()
+
+
+def shared_fetch_service(config: FetchConfig) -> FetchService:
+    """The process-wide service for ``config``: every DoFn instance of a worker shares it, so a
+    lease submitted by one instance can be collected by another."""
+    with _SERVICES_LOCK:
+        service = _SERVICES.get(config)
+        if service is None:
+            service = _SERVICES[config] = FetchService(config)
+        return service

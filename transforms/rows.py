@@ -1,0 +1,137 @@
+"""Webtable, hosts and dead-letter rows as plain data (pure; no Beam, no Bigtable client).
+
+A row is ``Row(key, cells, at)``: ``cells[family][column] = text`` and ``at`` is the cell
+timestamp (seconds). Cells are UTF-8 text so ``cbt read`` shows them; times are ISO 8601 UTC.
+Writing the event time as the cell timestamp makes rewrites idempotent and keeps the newest
+outcome on top: a URL's ``f:outcome`` goes from ``queued`` (accepted) to its terminal outcome.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from datetime import UTC, datetime
+from typing import NamedTuple
+
+from transforms.records import (
+    OUTCOME_FETCHED,
+    DeadLetter,
+    FetchResult,
+    HostStats,
+    StoredPage,
+    UrlOutcome,
+)
+from transforms.schema import (
+    CONTENT_FAMILY,
+    DEADLETTER_FAMILY,
+    FETCH_FAMILY,
+    HOST_FAMILY,
+    PARSE_FAMILY,
+    SCHEDULE_FAMILY,
+)
+from transforms.urls import row_key
+
+Cells = dict[str, dict[str, str]]
+MAX_DEAD_LETTER_PAYLOAD = 64 * 1024
+
+
+class Row(NamedTuple):
+    key: str
+    cells: Cells
+    at: float
+
+
+def iso(ts: float) -> str:
+    """Seconds since the epoch -> ISO 8601 UTC with milliseconds."""
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def _schedule_cells(result_request, host: str) -> dict[str, str]:
+    cells = {"depth": str(result_request.depth), "priority": str(result_request.priority),
+             "host": host}
+    if result_request.discovered_from:
+        cells["discovered_from"] = result_request.discovered_from
+    return cells
+
+
+def fetch_cells(result: FetchResult) -> dict[str, str]:
+    """The fetch family of one fetch (stored or not)."""
+    cells = {"outcome": result.outcome, "fetched_at": iso(result.fetched_at),
+             "final_url": result.final_url, "length": str(result.content_length),
+             "elapsed_ms": str(round(result.elapsed * 1000))}
+    if result.status is not None:
+        cells["status"] = str(result.status)
+    if result.content_type:
+        cells["content_type"] = result.content_type
+    if result.redirects:
+        cells["redirects"] = " ".join(result.redirects)
+    if result.redirect_to:
+        cells["redirect_to"] = result.redirect_to
+    if result.truncated:
+        cells["truncated"] = "1"
+    if result.error:
+        cells["error"] = result.error
+        cells["error_detail"] = result.error_detail or ""
+    return cells
+
+
+def stored_page_row(stored: StoredPage) -> Row:
+    """The row of a fetched, stored HTML page: fetch, content, parse and schedule families."""
+    fetch = stored.page.fetch
+    f = fetch_cells(fetch)
+    f["checksum"] = stored.page.checksum
+    f["outcome"] = OUTCOME_FETCHED
+    cells: Cells = {
+        FETCH_FAMILY: f,
+        CONTENT_FAMILY: {"warc_file": stored.location.file,
+                         "warc_offset": str(stored.location.offset),
+                         "warc_length": str(stored.location.length)},
+        PARSE_FAMILY: {"outlinks": str(len(stored.page.outlinks))},
+        SCHEDULE_FAMILY: _schedule_cells(fetch.request, fetch.host),
+    }
+    if stored.page.title is not None:
+        cells[PARSE_FAMILY]["title"] = stored.page.title
+    return Row(row_key(fetch.request.url), cells, fetch.fetched_at)
+
+
+def unstored_result_row(result: FetchResult) -> Row:
+    """The row of a fetch whose body is not stored (error, non-HTML, non-2xx, redirect)."""
+    cells: Cells = {FETCH_FAMILY: fetch_cells(result),
+                    SCHEDULE_FAMILY: _schedule_cells(result.request, result.host)}
+    return Row(row_key(result.request.url), cells, result.fetched_at)
+
+
+def outcome_row(outcome: UrlOutcome) -> Row:
+    """The row of a frontier decision: accepted (queued), robots-blocked, overflow, error."""
+    f = {"outcome": outcome.outcome, "outcome_at": iso(outcome.at)}
+    if outcome.detail:
+        f["detail"] = outcome.detail
+    if outcome.outcome == "error":
+        f["error"] = outcome.detail.split(":", 1)[0]
+        f["error_detail"] = outcome.detail
+    s = _schedule_cells(outcome.request, outcome.host)
+    if outcome.outcome == "queued":
+        s["first_seen"] = iso(outcome.at)
+    return Row(row_key(outcome.request.url), {FETCH_FAMILY: f, SCHEDULE_FAMILY: s}, outcome.at)
+
+
+def host_row(stats: HostStats) -> Row:
+    """The hosts-table row of a host: its counters and politeness state."""
+    cells = {}
+    for field in dataclasses.fields(stats):
+        value = getattr(stats, field.name)
+        if field.name == "updated_at":
+            value = iso(value)
+        elif isinstance(value, bool):
+            value = "1" if value else "0"
+        cells[field.name] = str(value)
+    return Row(stats.host, {HOST_FAMILY: cells}, stats.updated_at)
+
+
+def dead_letter_row(letter: DeadLetter) -> Row:
+    """A dead-letter row, keyed by stage, time and payload hash (re-writes are idempotent)."""
+    digest = hashlib.sha1(letter.payload).hexdigest()[:16]
+    key = f"{letter.stage}#{int(letter.at * 1e6):020d}#{digest}"
+    payload = letter.payload[:MAX_DEAD_LETTER_PAYLOAD].decode("utf-8", "replace")
+    return Row(key, {DEADLETTER_FAMILY: {"stage": letter.stage, "reason": letter.reason,
+                                         "payload": payload, "at": iso(letter.at)}}, letter.at)

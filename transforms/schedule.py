@@ -1,0 +1,113 @@
+"""Pure scheduling logic of the host frontier: the per-host queue and the lease arithmetic.
+
+No Beam import here; the stateful DoFn in ``transforms.frontier`` is a thin shell around these.
+Every function takes ``now`` explicitly so tests drive time by hand.
+
+Lease arithmetic, for a host with politeness delay ``d`` (seconds between request starts):
+
+- a lease carries ``k = clamp(lease_seconds / d, 1, max_lease_urls)`` URLs (``d == 0``: the
+  cap);
+- request ``i`` of a lease starts no earlier than ``d`` after request ``i-1`` ended (so request
+  starts are at least ``d`` apart as the server sees them, and strictly sequential);
+- the lease's deadline is ``start + (k - 1) * d + fetch_timeout``: every request's timeout is
+  clamped to it, so by the deadline the lease holds no open connection; a request that would
+  start after ``deadline - min_request_window`` is not started and goes back to the queue;
+- the next lease of the host starts no earlier than ``last_request_end + d``.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from transforms.records import CrawlRequest
+
+
+def politeness_delay(min_delay: float, crawl_delay: float | None) -> float:
+    """The delay between request starts to a host: ours, or the site's ``Crawl-delay`` if larger."""
+    if crawl_delay is None or not math.isfinite(crawl_delay) or crawl_delay < 0:
+        return min_delay
+    return max(min_delay, crawl_delay)
+
+
+def lease_size(delay: float, lease_seconds: float, max_lease_urls: int) -> int:
+    """How many URLs one lease carries (at least 1, at most ``max_lease_urls``)."""
+    if max_lease_urls < 1:
+        raise ValueError("max_lease_urls must be at least 1")
+    if delay <= 0:
+        return max_lease_urls
+    return max(1, min(max_lease_urls, int(lease_seconds // delay)))
+
+
+def lease_deadline(start: float, k: int, delay: float, fetch_timeout: float) -> float:
+    """The time by which every request of a ``k``-URL lease started at ``start`` is closed."""
+    return start + max(0, k - 1) * delay + fetch_timeout
+
+
+def expected_lease_end(start: float, k: int, delay: float, latency: float = 0.05) -> float:
+    """When a lease is expected to be done if every response is fast: the first poll time."""
+    return start + max(0, k - 1) * delay + latency
+
+
+def next_lease_time(last_request_end: float | None, delay: float, now: float) -> float:
+    """The earliest start of a host's next lease: ``delay`` after the last request ended."""
+    if last_request_end is None:
+        return now
+    return max(now, last_request_end + delay)
+
+
+def next_poll_delay(polls_so_far: int, base: float = 0.1, cap: float = 1.0) -> float:
+    """Back-off between polls of an unfinished lease: 0.1, 0.2, 0.4, ... capped at ``cap`` s."""
+    return min(cap, base * (2 ** min(polls_so_far, 10)))
+
+
+def retry_backoff(attempt: int, base: float, cap: float = 3600.0) -> float:
+    """Exponential back-off before attempt ``attempt + 1`` (``attempt`` >= 1)."""
+    return min(cap, base * (2 ** max(0, attempt - 1)))
+
+
+@dataclass
+class FrontierQueue:
+    """A host's bounded queue of pending requests.
+
+    Ordered by priority (higher first), then depth (breadth-first), then arrival. ``push`` refuses
+    a request when the queue holds ``capacity`` entries; the caller records the overflow.
+    """
+
+    capacity: int
+    _heap: list[tuple[int, int, int, CrawlRequest]] = field(default_factory=list)
+    _seq: int = 0
+
+    def __len__(self) -> int:
+        return len(self._heap)
+
+    def push(self, request: CrawlRequest) -> bool:
+        """Adds a request; returns False (and adds nothing) when the queue is full."""
+        if len(self._heap) >= self.capacity:
+            return False
+        self._seq += 1
+        heapq.heappush(self._heap, (-request.priority, request.depth, self._seq, request))
+        return True
+
+    def push_front(self, requests: Iterable[CrawlRequest]) -> None:
+        """Puts back requests a lease did not get to; they may exceed the capacity briefly."""
+        for request in requests:
+            self._seq += 1
+            heapq.heappush(self._heap, (-request.priority - 1_000_000, request.depth, self._seq,
+                                        request))
+
+    def pop(self, n: int) -> list[CrawlRequest]:
+        """Removes and returns up to ``n`` requests in order."""
+        out: list[CrawlRequest] = []
+        while self._heap and len(out) < n:
+            out.append(heapq.heappop(self._heap)[3])
+        return out
+
+    def drain(self) -> list[CrawlRequest]:
+        """Removes and returns every request."""
+        return self.pop(len(self._heap))
+
+    def peek(self) -> CrawlRequest | None:
+        return self._heap[0][3] if self._heap else None

@@ -1,0 +1,490 @@
+"""URL canonicalization and the keys the crawler derives from a canonical URL.
+
+Every URL enters the crawl through :func:`canonicalize_url`, so two spellings of one resource
+become one string: that string is what the frontier deduplicates, what the webtable is keyed on
+and what the fetcher requests. The rules are RFC 3986 section 6 normalizations plus a few that
+crawlers conventionally add (fragment dropped, default port dropped, IDN hosts in punycode):
+
+* surrounding C0 controls and spaces are stripped and embedded tab, CR and LF removed (as a
+  browser does with an ``href``); the reference is then resolved against ``base`` (RFC 3986
+  5.2, strict: ``http:foo`` is an absolute URL without a host, not a relative one);
+* scheme and host are lowercased; a non-ASCII host is converted with Python's ``idna`` codec
+  (IDNA 2003, so ``ß`` maps to ``ss``), a trailing dot is dropped, an IPv6 literal is written
+  in its compressed form;
+* the default port (80 http, 443 https, 21 ftp) is dropped, any other must be 1..65535;
+* percent-escapes of unreserved characters are decoded, the others get uppercase hex, a ``%``
+  that starts no escape becomes ``%25``, and characters RFC 3986 does not allow in the path,
+  query or userinfo (spaces, non-ASCII, ``"<>\\^`{|}`` ...) are percent-encoded as UTF-8;
+* dot segments are removed, an empty path becomes ``/``, an empty query and the fragment are
+  dropped. Query parameters are not reordered: their order can matter to the server.
+
+Userinfo (``user:pass@``) is kept. Backslashes are encoded, not turned into slashes as a
+browser would. The result is idempotent: canonicalizing a canonical URL returns it unchanged.
+
+The derived keys (:func:`politeness_key`, :func:`row_key`, :func:`url_fingerprint`,
+:func:`robots_url`) accept any URL with a host and canonicalize it first (whatever its scheme),
+so they agree for every spelling of a URL.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import ipaddress
+import re
+from typing import NamedTuple
+from urllib.parse import unquote_to_bytes
+
+MAX_URL_LENGTH = 2048
+DEFAULT_SCHEMES: frozenset[str] = frozenset({"http", "https"})
+DEFAULT_PORTS: dict[str, int] = {"http": 80, "https": 443, "ftp": 21}
+
+# InvalidUrl reasons, one metrics counter each.
+REASON_EMPTY = "empty"
+REASON_RELATIVE = "relative"  # a relative reference and no (absolute) base to resolve it
+REASON_UNSUPPORTED_SCHEME = "unsupported_scheme"
+REASON_NO_HOST = "no_host"
+REASON_BAD_HOST = "bad_host"
+REASON_BAD_PORT = "bad_port"
+REASON_TOO_LONG = "too_long"
+REASON_INVALID = "invalid"  # not a Unicode string (lone surrogates)
+REASON_BAD_ROW_KEY = "bad_row_key"
+INVALID_REASONS = (
+    REASON_EMPTY, REASON_RELATIVE, REASON_UNSUPPORTED_SCHEME, REASON_NO_HOST, REASON_BAD_HOST,
+    REASON_BAD_PORT, REASON_TOO_LONG, REASON_INVALID, REASON_BAD_ROW_KEY,
+)
+
+# Inputs longer than this are rejected before parsing so that a multi-megabyte data: URI or
+# garbage attribute costs no more than a scan; no canonical URL can come from one in practice.
+_MAX_INPUT_LENGTH = 16 * MAX_URL_LENGTH
+
+# RFC 3986 appendix B; matches every string.
+_REFERENCE = re.compile(r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?(?:#.*)?", re.S)
+_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
+_SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
+_HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
+_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
+_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
+_DIGITS = re.compile(r"[0-9]+")
+_PORT_DIGITS = re.compile(r"[0-9]{1,5}")
+_TAB_CR_LF = re.compile(r"[\t\r\n]")
+_C0_AND_SPACE = "".join(chr(c) for c in range(0x21))
+_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
+_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+_SUB_DELIMS = "!$&'()*+,;="
+_USERINFO_CHARS = _UNRESERVED | frozenset(_SUB_DELIMS + ":")
+_PATH_CHARS = _USERINFO_CHARS | frozenset("@/")
+_QUERY_CHARS = _PATH_CHARS | frozenset("?")
+# A component made only of these characters needs no percent-encoding work.
+_PATH_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
+_QUERY_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
+_USERINFO_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:]")
+
+
+class InvalidUrl(ValueError):
+    """A string that is not a crawlable URL.
+
+    Attributes:
+        reason: a short machine-readable reason, one of ``INVALID_REASONS``; the pipeline
+            counts rejected URLs per reason.
+        detail: the offending input or part of it, for logs (may be long).
+    """
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(reason, detail)
+        self.reason = reason
+        self.detail = detail
+
+    def __str__(self) -> str:
+        detail = self.detail if len(self.detail) <= 200 else self.detail[:200] + "..."
+        return f"{self.reason}: {detail!r}" if detail else self.reason
+
+
+# (scheme, authority, path, query) of a URI reference; absent components are None.
+_Split = tuple[str | None, str | None, str, str | None]
+
+
+class _Parts(NamedTuple):
+    """The components of a canonical URL (port None when default or absent)."""
+
+    scheme: str
+    userinfo: str
+    host: str
+    port: int | None
+    path: str
+    query: str
+
+
+def canonicalize_url(
+    url: str, base: str | None = None, allowed_schemes: frozenset[str] = DEFAULT_SCHEMES
+) -> str:
+    """Return the canonical form of ``url``, resolved against ``base`` when relative.
+
+    Args:
+        url: an absolute URL or a reference relative to ``base`` (e.g. an ``href``).
+        base: the URL of the document the reference appears in, or None.
+        allowed_schemes: lowercase schemes to accept; anything else (``mailto:``,
+            ``javascript:``, ``data:`` ...) is rejected.
+
+    Returns:
+        The canonical URL, at most ``MAX_URL_LENGTH`` characters, always with a host and a path.
+
+    Raises:
+        InvalidUrl: for every string that cannot be canonicalized; never any other exception.
+    """
+    return _unparse(_canonical_parts(url, base, allowed_schemes))
+
+
+def politeness_key(url: str) -> str:
+    """Return the key of the politeness queue ``url`` belongs to: its host, plus ``:port``
+    when the port is explicit (not the scheme's default).
+
+    The scheme is deliberately left out: ``http://h/`` and ``https://h/`` are served by the
+    same machine, and separate queues would let the crawler hit it at twice the configured rate.
+    An explicit port is kept because it usually is a different service (and the local test
+    sites tell hosts apart by port), e.g. ``example.com`` or ``127.0.0.2:8081``.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    parts = _parts_of(url)
+    return parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+
+
+def row_key(url: str) -> str:
+    """Return the webtable row key of ``url``.
+
+    The key is the host with its labels reversed (so the rows of a domain and its subdomains
+    sort together), ``:`` and the scheme, ``:port`` when explicit, the path, ``?query`` when
+    there is one, and ``#userinfo`` when there is one (``#`` never occurs in a canonical URL,
+    so it is an unambiguous separator). IPv4 addresses and IPv6 literals are not reversed.
+    E.g. ``https://www.example.com/a/b?q=1`` -> ``com.example.www:https/a/b?q=1`` and
+    ``http://127.0.0.2:8081/x`` -> ``127.0.0.2:http:8081/x``.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    scheme, userinfo, host, port, path, query = _parts_of(url)
+    key = f"{_reverse_host(host)}:{scheme}"
+    if port is not None:
+        key += f":{port}"
+    key += path
+    if query:
+        key += "?" + query
+    if userinfo:
+        key += "#" + userinfo
+    return key
+
+
+def url_from_row_key(key: str) -> str:
+    """Return the canonical URL whose :func:`row_key` is ``key`` (the exact inverse).
+
+    Raises:
+        InvalidUrl: with reason ``bad_row_key`` when ``key`` is not a row key.
+    """
+    host, scheme, port, rest = _split_row_key(key)
+    rest, _, userinfo = rest.partition("#")
+    authority = f"{userinfo}@{host}" if userinfo else host
+    if port is not None:
+        authority += f":{port}"
+    return f"{scheme}://{authority}{rest}"
+
+
+def host_row_prefix(key_or_host: str) -> str:
+    """Return the row-key prefix shared by every row of a host, e.g. ``com.example:``.
+
+    Given a politeness key with a port (``127.0.0.2:8081``) the prefix is that of the host
+    name (``127.0.0.2:``): the scheme sits between host and port in a row key, so no single
+    prefix selects one port of a host across both schemes. Even for a key without a port the
+    prefix also covers the host's rows on explicit ports. Scan with this prefix and keep rows
+    with :func:`row_key_matches_host`, or scan the exact prefixes of :func:`host_row_prefixes`.
+    """
+    host, _ = _split_politeness_key(key_or_host)
+    return _reverse_host(host) + ":"
+
+
+def host_row_prefixes(
+    key: str, schemes: tuple[str, ...] = tuple(sorted(DEFAULT_SCHEMES))
+) -> tuple[str, ...]:
+    """Return row-key prefixes that together select exactly the rows of one politeness key.
+
+    One prefix per scheme, e.g. ``("com.example:http/", "com.example:https/")`` for
+    ``example.com`` or ``("127.0.0.2:http:8081/", "127.0.0.2:https:8081/")`` for
+    ``127.0.0.2:8081``; a Bigtable read takes them as one row set.
+
+    Args:
+        key: a politeness key (:func:`politeness_key`) or a bare host.
+        schemes: the schemes whose rows to select.
+    """
+    host, port = _split_politeness_key(key)
+    suffix = "" if port is None else f":{port}"
+    reversed_host = _reverse_host(host)
+    return tuple(f"{reversed_host}:{scheme}{suffix}/" for scheme in schemes)
+
+
+def row_key_matches_host(row_key: str, politeness_key: str) -> bool:
+    """Return True if the row ``row_key`` belongs to the politeness key ``politeness_key``.
+
+    Malformed row keys match nothing.
+    """
+    try:
+        host, _, port, _ = _split_row_key(row_key)
+    except InvalidUrl:
+        return False
+    return (host if port is None else f"{host}:{port}") == politeness_key.strip().lower()
+
+
+def url_fingerprint(url: str) -> bytes:
+    """Return the 16-byte BLAKE2b digest of the canonical form of ``url``.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    canonical = _unparse(_parts_of(url))
+    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
+
+
+def robots_url(url: str) -> str:
+    """Return the robots.txt URL governing ``url``: ``scheme://host[:port]/robots.txt``.
+
+    Userinfo is not carried over: robots.txt is public by definition.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    parts = _parts_of(url)
+    port = "" if parts.port is None else f":{parts.port}"
+    return f"{parts.scheme}://{parts.host}{port}/robots.txt"
+
+
+@functools.lru_cache(maxsize=8192)
+def _parts_of(url: str) -> _Parts:
+    # The derived keys are usually computed one after another for the same URL.
+    return _canonical_parts(url, None, None)
+
+
+def _canonical_parts(
+    url: str, base: str | None, allowed_schemes: frozenset[str] | None
+) -> _Parts:
+    cleaned = _checked(url, allowed_schemes)
+    if not cleaned:
+        raise InvalidUrl(REASON_EMPTY, url)
+    scheme, authority, path, query = _split(cleaned)
+    if scheme is None:
+        if base is None:
+            raise InvalidUrl(REASON_RELATIVE, cleaned)
+        split_base = _split(_checked(base, None))
+        scheme, authority, path, query = _resolve(split_base, authority, path, query)
+        if scheme is None:
+            raise InvalidUrl(REASON_RELATIVE, cleaned)
+    scheme = scheme.lower()
+    if allowed_schemes is not None and scheme not in allowed_schemes:
+        raise InvalidUrl(REASON_UNSUPPORTED_SCHEME, cleaned)
+    if not authority:
+        raise InvalidUrl(REASON_NO_HOST, cleaned)
+
+    userinfo, at, hostport = authority.rpartition("@")
+    if at:
+        userinfo = _normalize_escapes(userinfo, _USERINFO_CHARS, _USERINFO_NEEDS_WORK)
+    host, port = _canonical_host_port(hostport, scheme)
+    path = _remove_dot_segments(_normalize_escapes(path, _PATH_CHARS, _PATH_NEEDS_WORK)) or "/"
+    query = _normalize_escapes(query or "", _QUERY_CHARS, _QUERY_NEEDS_WORK)
+    parts = _Parts(scheme, userinfo, host, port, path, query)
+    if len(_unparse(parts)) > MAX_URL_LENGTH:
+        raise InvalidUrl(REASON_TOO_LONG, cleaned)
+    return parts
+
+
+def _unparse(parts: _Parts) -> str:
+    scheme, userinfo, host, port, path, query = parts
+    authority = f"{userinfo}@{host}" if userinfo else host
+    if port is not None:
+        authority += f":{port}"
+    return f"{scheme}://{authority}{path}?{query}" if query else f"{scheme}://{authority}{path}"
+
+
+def _checked(url: str, allowed_schemes: frozenset[str] | None) -> str:
+    """Return ``url`` without surrounding controls and spaces and embedded tab, CR and LF,
+    after checking that it is a string of reasonable length."""
+    if not isinstance(url, str):
+        raise InvalidUrl(REASON_INVALID, repr(url))
+    cleaned = _TAB_CR_LF.sub("", url.strip(_C0_AND_SPACE))
+    if len(cleaned) > _MAX_INPUT_LENGTH:
+        prefix = _SCHEME_PREFIX.match(cleaned)
+        scheme = prefix.group(1).lower() if prefix else ""
+        if allowed_schemes is not None and scheme and scheme not in allowed_schemes:
+            raise InvalidUrl(REASON_UNSUPPORTED_SCHEME, cleaned)
+        raise InvalidUrl(REASON_TOO_LONG, cleaned)
+    try:
+        cleaned.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise InvalidUrl(REASON_INVALID, cleaned) from e
+    return cleaned
+
+
+def _split(reference: str) -> _Split:
+    """Split a reference into (scheme, authority, path, query); absent parts are None."""
+    match = _REFERENCE.fullmatch(reference)
+    assert match is not None  # the pattern matches every string
+    scheme, authority, path, query = match.groups()
+    if scheme is not None and not _SCHEME.fullmatch(scheme):
+        # "1a:b" or "a b:c" is no scheme: read the whole reference as a relative one.
+        match = _REFERENCE.fullmatch("./" + reference)
+        assert match is not None
+        _, authority, path, query = match.groups()
+        scheme, path = None, path[2:]
+    return scheme, authority, path, query
+
+
+def _resolve(base: _Split, authority: str | None, path: str, query: str | None) -> _Split:
+    """Resolve a relative reference against a split base (RFC 3986 5.2.2, without dot removal,
+    which is done on the final path)."""
+    base_scheme, base_authority, base_path, base_query = base
+    if authority is not None:
+        return base_scheme, authority, path, query
+    if not path:
+        return base_scheme, base_authority, base_path, query if query is not None else base_query
+    if path.startswith("/"):
+        return base_scheme, base_authority, path, query
+    if base_authority is not None and not base_path:
+        return base_scheme, base_authority, "/" + path, query
+    return base_scheme, base_authority, base_path[: base_path.rfind("/") + 1] + path, query
+
+
+def _remove_dot_segments(path: str) -> str:
+    """RFC 3986 5.2.4 for an absolute (or empty) path."""
+    if "." not in path:
+        return path
+    segments = path.split("/")
+    output: list[str] = []
+    for segment in segments:
+        if segment == "..":
+            if len(output) > 1:
+                output.pop()
+        elif segment != ".":
+            output.append(segment)
+    if segments[-1] in (".", ".."):
+        output.append("")
+    result = "/".join(output)
+    return result if result.startswith("/") else "/" + result
+
+
+def _normalize_escapes(text: str, allowed: frozenset[str], needs_work: re.Pattern[str]) -> str:
+    """Decode escapes of unreserved characters, uppercase the others, and percent-encode (as
+    UTF-8) every character not in ``allowed``."""
+    if not needs_work.search(text):
+        return text
+    out: list[str] = []
+    i, n = 0, len(text)
+    while i < n:
+        char = text[i]
+        if char == "%":
+            if i + 2 < n and text[i + 1] in _HEX_DIGITS and text[i + 2] in _HEX_DIGITS:
+                decoded = chr(int(text[i + 1 : i + 3], 16))
+                out.append(decoded if decoded in _UNRESERVED else text[i : i + 3].upper())
+                i += 3
+                continue
+            out.append("%25")
+        elif char in allowed:
+            out.append(char)
+        else:
+            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8")))
+        i += 1
+    return "".join(out)
+
+
+def _canonical_host_port(hostport: str, scheme: str) -> tuple[str, int | None]:
+    if hostport.startswith("["):
+        end = hostport.find("]")
+        if end < 0:
+            raise InvalidUrl(REASON_BAD_HOST, hostport)
+        host = _canonical_ipv6(hostport[1:end])
+        rest = hostport[end + 1 :]
+        if rest and not rest.startswith(":"):
+            raise InvalidUrl(REASON_BAD_HOST, hostport)
+        port_text = rest[1:]
+    else:
+        raw_host, _, port_text = hostport.partition(":")
+        host = _canonical_host_name(raw_host)
+    return host, _canonical_port(port_text, scheme)
+
+
+def _canonical_ipv6(text: str) -> str:
+    if "%" in text:  # zone identifiers mean nothing off the local machine
+        raise InvalidUrl(REASON_BAD_HOST, text)
+    try:
+        return f"[{ipaddress.IPv6Address(text).compressed}]"
+    except ValueError as e:
+        raise InvalidUrl(REASON_BAD_HOST, text) from e
+
+
+def _canonical_host_name(raw: str) -> str:
+    if not raw:
+        raise InvalidUrl(REASON_NO_HOST, raw)
+    host = raw
+    if "%" in host:
+        try:
+            host = unquote_to_bytes(host).decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise InvalidUrl(REASON_BAD_HOST, raw) from e
+    if not host.isascii():
+        try:
+            host = host.encode("idna").decode("ascii")
+        except UnicodeError as e:
+            raise InvalidUrl(REASON_BAD_HOST, raw) from e
+    host = host.lower()
+    if host.endswith("."):
+        host = host[:-1]
+    if len(host) > 253 or not _HOST_NAME.fullmatch(host):
+        raise InvalidUrl(REASON_BAD_HOST, raw)
+    return host
+
+
+def _canonical_port(text: str, scheme: str) -> int | None:
+    if not text:
+        return None
+    digits = text.lstrip("0") or "0"
+    if not _DIGITS.fullmatch(text) or len(digits) > 5:
+        raise InvalidUrl(REASON_BAD_PORT, text)
+    port = int(digits)
+    if not 1 <= port <= 65535:
+        raise InvalidUrl(REASON_BAD_PORT, text)
+    return None if port == DEFAULT_PORTS.get(scheme) else port
+
+
+def _reverse_host(host: str) -> str:
+    # Being a dotted quad is symmetric under label reversal, so the inverse uses the same test.
+    if host.startswith("[") or _IPV4.fullmatch(host):
+        return host
+    return ".".join(reversed(host.split(".")))
+
+
+def _split_politeness_key(key: str) -> tuple[str, str | None]:
+    key = key.strip().lower()
+    if key.startswith("["):
+        end = key.find("]") + 1
+        host, rest = key[:end], key[end:]
+        return host, rest[1:] if rest.startswith(":") else None
+    host, colon, port = key.partition(":")
+    return host, port if colon else None
+
+
+def _split_row_key(key: str) -> tuple[str, str, int | None, str]:
+    """Split a row key into (host, scheme, port, path?query#userinfo)."""
+    if key.startswith("["):
+        end = key.find("]") + 1
+        if end <= 0 or key[end : end + 1] != ":":
+            raise InvalidUrl(REASON_BAD_ROW_KEY, key)
+        host, rest = key[:end], key[end + 1 :]
+    else:
+        reversed_host, colon, rest = key.partition(":")
+        if not colon or not reversed_host:
+            raise InvalidUrl(REASON_BAD_ROW_KEY, key)
+        host = _reverse_host(reversed_host)
+    slash = rest.find("/")
+    if slash < 0:
+        raise InvalidUrl(REASON_BAD_ROW_KEY, key)
+    scheme, colon, port_text = rest[:slash].partition(":")
+    if not _SCHEME.fullmatch(scheme) or (colon and not _PORT_DIGITS.fullmatch(port_text)):
+        raise InvalidUrl(REASON_BAD_ROW_KEY, key)
+    return host, scheme, int(port_text) if colon else None, rest[slash:]
