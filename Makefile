@@ -20,16 +20,18 @@ install: $(STAMP)
 crawl: $(STAMP)
 	$(VENV)/bin/crawler crawl $(URLS) $(ARGS)
 
-## Lint, then the whole test suite (unit, transforms, integration with the emulators).
+## Lint and type-check, then the whole test suite (unit, transforms, integration with the emulators).
 test: $(STAMP)
 	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+	$(VENV)/bin/mypy
 
 down: $(STAMP)
 	$(VENV)/bin/crawler local down
 
 clean:
-	rm -rf $(VENV) .crawler .pytest_cache .ruff_cache *.egg-info
+	rm -rf $(VENV) .crawler .pytest_cache .ruff_cache .mypy_cache *.egg-info

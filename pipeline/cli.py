@@ -56,9 +56,9 @@ def cmd_local(args: argparse.Namespace) -> int:
         stopped = stack_mod.stop_local_stack(state_dir)
         print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
     else:
-        stack = stack_mod.load_local_stack(state_dir)
-        print(stack.export_lines() if stack else "local stack is not running")
-        return 0 if stack else 1
+        running = stack_mod.load_local_stack(state_dir)
+        print(running.export_lines() if running else "local stack is not running")
+        return 0 if running else 1
     return 0
 
 

@@ -265,6 +265,7 @@ def _plan(
         return _Link(base_url + target, text)
 
     others = spec.other_hosts
+    inline: tuple[_Link, ...]
     if path == HOME_PATH:
         inline = (here(leaves[0], "Start reading"), here(leaves[1] + "#section-2", "Skip ahead"),
                   here(leaves[2], "A third article"), here(OLD_PATH, "Our old page"),

@@ -62,7 +62,7 @@ def missing_components(search_path: str | None = None) -> list[str]:
             missing.append("the Bigtable emulator: `gcloud components install bigtable` "
                            "(apt package google-cloud-cli-bigtable-emulator)")
     java_home = os.environ.get("JAVA_HOME")
-    has_java_home = bool(java_home) and os.access(Path(java_home, "bin", "java"), os.X_OK)
+    has_java_home = bool(java_home and os.access(Path(java_home, "bin", "java"), os.X_OK))
     if not has_java_home and shutil.which("java", path=path) is None:
         missing.append("a Java runtime (8 or later) for the Pub/Sub emulator: "
                        "`apt-get install default-jre-headless`, or set JAVA_HOME")

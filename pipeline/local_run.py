@@ -1,7 +1,8 @@
 """Runs the streaming pipeline locally (DirectRunner) with progress and stopping conditions.
 
 The DirectRunner cannot stop a streaming job by itself, and metrics queried from a running
-streaming job come back empty. So progress is read where an operator would read it in production:
+streaming job come back empty (after ``cancel`` they hold only the first bundles' counts). So
+progress is read where an operator would read it in production:
 the hosts table, which the frontier updates at every lease (pages, errors, bytes, queue length per
 host). The job stops when ``--max_pages`` is reached (after the last WARC files are written) or when
 nothing changed for ``--idle_timeout`` seconds with no URL queued and no lease out.
@@ -22,7 +23,8 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import apache_beam as beam
-from google.cloud import bigtable, pubsub_v1
+import google.cloud.pubsub_v1 as pubsub_v1
+from google.cloud import bigtable
 
 from pipeline.graph import build_pipeline
 from pipeline.options import CrawlerOptions
@@ -98,16 +100,24 @@ def format_progress(t: Totals, rate: float, elapsed: float) -> str:
 
 
 def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
-                   limit: int = 20) -> str:
-    """The final table: totals, then the busiest hosts."""
-    rate = t["fetched"] / elapsed if elapsed > 0 else 0.0
+                   limit: int = 20, active: float | None = None) -> str:
+    """The final table: totals, then the busiest hosts.
+
+    ``active`` is the time until the last change (the crawl without the idle wait); pages/s is
+    computed over it when given.
+    """
+    busy = active if active else elapsed
+    rate = t["fetched"] / busy if busy > 0 else 0.0
     lines = [f"Crawl stopped: {reason}", "",
              f"  pages fetched     {t['fetched']}", f"  pages/s           {rate:.2f}",
              f"  bytes             {t['bytes']}", f"  errors            {t['errors']}",
              f"  robots-blocked    {t['robots_blocked']}",
              f"  dedup-dropped     {t['dedup_dropped']}",
              f"  queue overflow    {t['overflow']}", f"  still queued      {t['queued']}",
-             f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s", ""]
+             f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s"]
+    if active:
+        lines.append(f"  crawling time     {active:.1f} s (until the last change)")
+    lines.append("")
     header = f"  {'host':<32} {'pages':>6} {'errors':>6} {'blocked':>7} {'queued':>6} " \
              f"{'delay':>5}  robots"
     lines.append(header)
@@ -154,17 +164,8 @@ class RunSummary:
     elapsed: float
     totals: Totals
     hosts: list[HostRow]
-    metrics: dict[str, int]
     failed: BaseException | None = None
-
-
-def _committed_counters(result) -> dict[str, int]:
-    try:
-        query = result.metrics().query()
-    except Exception as exc:
-        _LOG.debug("metrics unavailable: %s", exc)
-        return {}
-    return {c.key.metric.name: int(c.committed or 0) for c in query.get("counters", [])}
+    active: float = 0.0  # seconds until the last change: the crawl without the idle wait
 
 
 def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
@@ -242,8 +243,9 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
         totals = totals_of(hosts)
     except Exception as exc:
         _LOG.warning("could not read the hosts table for the summary: %s", exc)
-    summary = RunSummary(reason, elapsed, totals, hosts, _committed_counters(result),
-                         failure[0] if failure else None)
-    out.write(format_summary(hosts, totals, elapsed, reason) + "\n")
+    summary = RunSummary(reason, elapsed, totals, hosts, failure[0] if failure else None,
+                         max(0.0, last_change - started))
+    out.write(format_summary(hosts, totals, elapsed, reason,
+                             active=summary.active) + "\n")
     out.flush()
     return summary

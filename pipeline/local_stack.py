@@ -35,6 +35,7 @@ import subprocess
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import TypedDict
 
 from pipeline import emulators, resources
 from pipeline.emulators import missing_components
@@ -59,6 +60,16 @@ _STATIC_CREDENTIALS = {
 
 class LocalStackError(RuntimeError):
     """The local stack cannot be started: a missing component, or an emulator that fails."""
+
+
+class _ResourceNames(TypedDict):
+    """The resource names a stack is started or reused with (fields of ``LocalStack``)."""
+
+    project: str
+    instance: str
+    topic: str
+    subscription: str
+    bucket: str
 
 
 @dataclasses.dataclass
@@ -236,8 +247,8 @@ def start_local_stack(
     started_at = time.monotonic()
     state_dir = Path(state_dir).resolve()
     state_dir.mkdir(parents=True, exist_ok=True)
-    names = {"project": project, "instance": instance, "topic": topic,
-             "subscription": subscription, "bucket": bucket}
+    names: _ResourceNames = {"project": project, "instance": instance, "topic": topic,
+                             "subscription": subscription, "bucket": bucket}
     with _locked(state_dir):
         stack = load_local_stack(state_dir)
         if stack is not None:
@@ -288,7 +299,7 @@ def stop_local_stack(state_dir: Path, timeout: float = 15.0) -> list[str]:
     return stopped
 
 
-def _spawn_all(state_dir: Path, names: dict[str, str], search_path: str | None,
+def _spawn_all(state_dir: Path, names: _ResourceNames, search_path: str | None,
                timeout: float) -> LocalStack:
     ports = emulators.free_ports(len(SERVICES), _HOST)
     port = dict(zip(SERVICES, ports, strict=True))

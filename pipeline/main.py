@@ -28,6 +28,7 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
     standard = options.view_as(StandardOptions)
     standard.streaming = True
     if standard.runner in LOCAL_RUNNERS:
+        options.validate_local_run()
         return run_local(options, out)
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)

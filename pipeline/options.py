@@ -121,6 +121,16 @@ class CrawlerOptions(PipelineOptions):
             raise ValueError("--max_redirects and --max_pages must be >= 0")
         if not 0 < o["seen_error_rate"] < 0.5:
             raise ValueError(f"--seen_error_rate must be in (0, 0.5), got {o['seen_error_rate']}")
+
+
+        token = o["crawl_user_agent"].split("/", 1)[0].strip()
+        if not token:
+            raise ValueError("--crawl_user_agent must start with a product token, "
+                             "e.g. beam-crawler/0.1")
+
+    def validate_local_run(self) -> None:
+        """Checks that only matter when the local driver runs and stops the job."""
+        o = self.get_all_options()
         if o["idle_timeout"] <= o["warc_roll_seconds"] + 1:
             raise ValueError("--idle_timeout must exceed --warc_roll_seconds by more than 1 s so "
                              "the last WARC file is written before a local run stops")
@@ -145,4 +155,5 @@ class CrawlerOptions(PipelineOptions):
 
 def robots_token(user_agent: str) -> str:
     """The product token of a User-Agent (``beam-crawler/0.1 (+url)`` -> ``beam-crawler``)."""
-    return user_agent.split("/", 1)[0].split()[0] if user_agent.strip() else "*"
+    token = user_agent.split("/", 1)[0].strip()
+    return token.split()[0] if token else "*"

@@ -14,8 +14,9 @@ import logging
 import os
 from collections.abc import Iterable, Mapping
 
+import google.cloud.pubsub_v1 as pubsub_v1
+import google.cloud.storage as storage
 from google.api_core import exceptions as gexc
-from google.cloud import pubsub_v1, storage
 from google.cloud.bigtable import Client as BigtableClient
 from google.cloud.bigtable import column_family as bt_cf
 from google.cloud.bigtable import enums as bt_enums
@@ -27,6 +28,9 @@ _LOG = logging.getLogger(__name__)
 BIGTABLE_EMULATOR_ENV = "BIGTABLE_EMULATOR_HOST"
 # How long to wait for a real Bigtable instance to be created (a long-running operation).
 _INSTANCE_CREATE_TIMEOUT_S = 600
+
+# The concrete Bigtable GC rules; their base class ``GarbageCollectionRule`` has no ``to_pb``.
+GcRule = bt_cf.MaxVersionsGCRule | bt_cf.MaxAgeGCRule | bt_cf.GCRuleUnion | bt_cf.GCRuleIntersection
 
 
 class ResourceError(RuntimeError):
@@ -94,7 +98,7 @@ def ensure_subscription(
     return path
 
 
-def gc_rule(family: schema.Family) -> bt_cf.GarbageCollectionRule | None:
+def gc_rule(family: schema.Family) -> GcRule | None:
     """Returns the Bigtable garbage-collection rule of a schema family.
 
     Both limits set means a cell goes when either says so (a union), which is how the schema
@@ -106,7 +110,7 @@ def gc_rule(family: schema.Family) -> bt_cf.GarbageCollectionRule | None:
     Returns:
         The rule, or None when the family keeps everything.
     """
-    rules: list[bt_cf.GarbageCollectionRule] = []
+    rules: list[GcRule] = []
     if family.max_versions is not None:
         rules.append(bt_cf.MaxVersionsGCRule(family.max_versions))
     if family.max_age_days is not None:
@@ -204,7 +208,7 @@ def _ensure_table(table, families: tuple[schema.Family, ...]) -> None:
             _LOG.info("updated the GC rule of %s:%s", table.name, name)
 
 
-def _rule_pb(rule: bt_cf.GarbageCollectionRule | None):
+def _rule_pb(rule: GcRule | None):
     """Comparable form of a GC rule (None and an empty rule both mean keep everything)."""
     return None if rule is None else rule.to_pb()
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from google.cloud import pubsub_v1
+import google.cloud.pubsub_v1 as pubsub_v1
 
 from transforms.messages import chunk, encode_requests
 from transforms.records import CrawlRequest
@@ -29,7 +29,7 @@ def group_seeds(urls: list[str], depth: int = 0, priority: int = 0
         try:
             url = canonicalize_url(raw)
         except InvalidUrl as exc:
-            invalid.append((raw, f"{exc.reason}: {exc}"))
+            invalid.append((raw, str(exc)))
             continue
         groups[politeness_key(url)].setdefault(url, CrawlRequest(url, depth, priority))
     return {h: list(r.values()) for h, r in groups.items()}, invalid

@@ -13,9 +13,16 @@ from typing import Protocol
 
 
 class Request(Protocol):
-    path: str
-    start: float
-    end: float
+    """A logged request; read-only members, so frozen records such as ``RequestRecord`` match."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def start(self) -> float: ...
+
+    @property
+    def end(self) -> float: ...
 
 
 @dataclass(frozen=True)
@@ -28,11 +35,15 @@ class PolitenessReport:
 
 
 def max_concurrency(requests: Sequence[Request]) -> int:
-    """The largest number of requests open at the same instant."""
-    events = sorted([(r.start, 1) for r in requests] + [(r.end, -1) for r in requests],
-                    key=lambda e: (e[0], e[1]))
+    """The largest number of requests open at the same instant.
+
+    At one instant, ends of earlier requests close before new starts open (touching requests do
+    not overlap), and a zero-length request opens before it closes (it counts).
+    """
+    events = [(r.start, 1, 1) for r in requests]
+    events += [(r.end, 0 if r.end > r.start else 2, -1) for r in requests]
     open_now = peak = 0
-    for _, delta in events:
+    for _, _, delta in sorted(events):
         open_now += delta
         peak = max(peak, open_now)
     return peak

@@ -17,13 +17,14 @@ sent, and decompression happens at extraction with a size cap.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import logging
 import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
 import aiohttp
@@ -190,6 +191,18 @@ def _raw_headers(resp: aiohttp.ClientResponse) -> tuple[tuple[str, str], ...]:
     return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in resp.raw_headers)
 
 
+def _http_version(resp: aiohttp.ClientResponse) -> str:
+    """The response's HTTP version as ``"major.minor"``.
+
+    aiohttp types ``version`` as optional because it is unset until the status line is parsed;
+    a response handed out by ``session.get`` always has it, so the fallback is never expected.
+    """
+    version = resp.version
+    if version is None:
+        return FetchResult.http_version
+    return f"{version.major}.{version.minor}"
+
+
 async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, gate: _Gate,
                         config: FetchConfig) -> FetchResult:
     """Fetches one URL, following same-host redirects through the lease's gate.
@@ -213,11 +226,11 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                                                     timeout=timeout) as resp:
                 status = resp.status
                 ctype = resp.headers.get("Content-Type")
-                base = dict(request=request, host=host, fetched_at=fetched_at, final_url=url,
-                            status=status, content_type=ctype,
-                            http_version=f"{resp.version.major}.{resp.version.minor}",
-                            reason=resp.reason or "", headers=_raw_headers(resp),
-                            redirects=tuple(hops))
+                # The fields every response outcome shares; each return below fills in the rest.
+                base = FetchResult(request=request, host=host, fetched_at=fetched_at,
+                                   final_url=url, status=status, content_type=ctype,
+                                   http_version=_http_version(resp), reason=resp.reason or "",
+                                   headers=_raw_headers(resp), redirects=tuple(hops))
                 declared = int(resp.headers.get("Content-Length", "0") or 0) if (
                     resp.headers.get("Content-Length", "").isdigit()) else 0
                 if status in REDIRECT_STATUSES and "Location" in resp.headers:
@@ -225,24 +238,23 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                     try:
                         target = canonicalize_url(urljoin(url, resp.headers["Location"]))
                     except InvalidUrl as exc:
-                        return FetchResult(**base, error="bad_redirect", error_detail=str(exc),
-                                           elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+                        return replace(base, error="bad_redirect", error_detail=str(exc),
+                                       elapsed=time.time() - started, outcome=OUTCOME_ERROR)
                     hops.append(url)
                     if politeness_key(target) != host:
-                        return FetchResult(**base, redirect_to=target, content_length=declared,
-                                           elapsed=time.time() - started,
-                                           outcome=OUTCOME_REDIRECT)
+                        return replace(base, redirect_to=target, content_length=declared,
+                                       elapsed=time.time() - started, outcome=OUTCOME_REDIRECT)
                     if len(hops) > config.max_redirects:
-                        return FetchResult(**base, error="too_many_redirects",
-                                           error_detail=" -> ".join(hops),
-                                           elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+                        return replace(base, error="too_many_redirects",
+                                       error_detail=" -> ".join(hops),
+                                       elapsed=time.time() - started, outcome=OUTCOME_ERROR)
                     url = target
                     continue
                 if 200 <= status < 300 and is_html(ctype):
                     body, truncated = await _read_limited(resp, config.max_body_bytes)
-                    return FetchResult(**base, body=body, content_length=len(body),
-                                       truncated=truncated, elapsed=time.time() - started,
-                                       outcome=OUTCOME_FETCHED)
+                    return replace(base, body=body, content_length=len(body),
+                                   truncated=truncated, elapsed=time.time() - started,
+                                   outcome=OUTCOME_FETCHED)
                 if is_html(ctype) or ctype is None or ctype.startswith("text/"):
                     drained, truncated = await _read_limited(resp, _DISCARD_LIMIT)
                     size = declared or len(drained)
@@ -251,8 +263,8 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                 else:  # media: the headers said enough, do not read the body
                     size = declared
                     resp.close()
-                return FetchResult(**base, content_length=size, elapsed=time.time() - started,
-                                   outcome=OUTCOME_NOT_STORED)
+                return replace(base, content_length=size, elapsed=time.time() - started,
+                               outcome=OUTCOME_NOT_STORED)
         except LeaseExpired:
             raise
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
@@ -317,7 +329,7 @@ class FetchService:
     def __init__(self, config: FetchConfig) -> None:
         self.config = config
         self._loop = asyncio.new_event_loop()
-        self._futures: dict[str, asyncio.Future[LeaseOutcome]] = {}
+        self._futures: dict[str, concurrent.futures.Future[LeaseOutcome]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
                                         daemon=True)
@@ -338,7 +350,7 @@ class FetchService:
         future = asyncio.run_coroutine_threadsafe(run_lease(self._session, lease, self.config),
                                                   self._loop)
         with self._lock:
-            self._futures[lease.lease_id] = future  # type: ignore[assignment]
+            self._futures[lease.lease_id] = future
 
     def poll(self, lease_id: str) -> tuple[str, LeaseOutcome | None]:
         """Returns ("done", outcome) once, ("running", None), or ("unknown", None).

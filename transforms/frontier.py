@@ -124,9 +124,13 @@ class HostState:
             crawl_delay = self.robots.crawl_delay(config.robots_agent)
         return schedule.politeness_delay(config.min_delay, crawl_delay)
 
-    def robots_fresh(self, config: FrontierConfig, now: float) -> bool:
-        return (self.robots is not None and self.robots.mode != "disallow_all"
-                and now < self.robots.fetched_at + config.robots_ttl)
+    def fresh_robots(self, config: FrontierConfig, now: float) -> RobotsRules | None:
+        """The host's robots rules if they may be applied now, else None (fetch them first)."""
+        robots = self.robots
+        if (robots is not None and robots.mode != "disallow_all"
+                and now < robots.fetched_at + config.robots_ttl):
+            return robots
+        return None
 
     def stats(self, queued: int, config: FrontierConfig, now: float) -> HostStats:
         c = self.counters
@@ -211,7 +215,8 @@ class _HostFrontierFn(beam.DoFn):
                 hs.count("dedup_dropped")
                 self._metrics.dedup.inc()
                 continue
-            if hs.robots_fresh(cfg, now) and not hs.robots.allows(request.url, cfg.robots_agent):
+            robots = hs.fresh_robots(cfg, now)
+            if robots is not None and not robots.allows(request.url, cfg.robots_agent):
                 if not seen.full:
                     seen.add(fingerprint)
                     seen_changed = True
@@ -333,7 +338,8 @@ class _HostFrontierFn(beam.DoFn):
         if not len(queue):
             return
         start = max(now, hs.next_allowed_at)
-        if not hs.robots_fresh(cfg, now):
+        robots = hs.fresh_robots(cfg, now)
+        if robots is None:
             start = max(start, hs.robots_retry_at)
             if start > now:
                 self._arm(timer, hs, start)
@@ -351,7 +357,7 @@ class _HostFrontierFn(beam.DoFn):
         batch: list[CrawlRequest] = []
         while len(queue) and len(batch) < k:
             for request in queue.pop(k - len(batch)):
-                if hs.robots.allows(request.url, cfg.robots_agent):
+                if robots.allows(request.url, cfg.robots_agent):
                     batch.append(request)
                 else:
                     hs.count("robots_blocked")
@@ -399,8 +405,10 @@ class HostFrontier(beam.PTransform):
         self._config = config
 
     def expand(self, keyed_requests: beam.PCollection) -> FrontierOutputs:
+        # The key type hint gives the stateful DoFn a deterministic key coder (UTF-8 strings).
         outputs = keyed_requests | "ScheduleAndFetch" >> beam.ParDo(
-            _HostFrontierFn(self._config)).with_outputs(OUTCOMES_TAG, STATS_TAG, main="fetched")
+            _HostFrontierFn(self._config)).with_input_types(
+                tuple[str, Any]).with_outputs(OUTCOMES_TAG, STATS_TAG, main="fetched")
         return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG])
 
 

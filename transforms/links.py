@@ -143,18 +143,18 @@ def decode_html(body: bytes, content_type: str | None) -> str:
     Returns:
         The text; undecodable bytes become U+FFFD. Never raises.
     """
-    for bom, encoding in _BOMS:
+    for bom, bom_encoding in _BOMS:
         if body.startswith(bom):
-            return body[len(bom):].decode(encoding, "replace")
-    encoding = None
+            return body[len(bom):].decode(bom_encoding, "replace")
+    encoding: str | None = None
     if content_type:
-        match = _HEADER_CHARSET.search(content_type)
-        if match:
-            encoding = _codec_for(match.group(1), from_meta=False)
+        header_match = _HEADER_CHARSET.search(content_type)
+        if header_match:
+            encoding = _codec_for(header_match.group(1), from_meta=False)
     if encoding is None:
-        match = _META_CHARSET.search(body, 0, _SNIFF_BYTES)
-        if match:
-            encoding = _codec_for(match.group(1).decode("ascii"), from_meta=True)
+        meta_match = _META_CHARSET.search(body, 0, _SNIFF_BYTES)
+        if meta_match:
+            encoding = _codec_for(meta_match.group(1).decode("ascii"), from_meta=True)
     if encoding is not None:
         try:
             return body.decode(encoding, "replace")

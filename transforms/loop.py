@@ -54,7 +54,7 @@ class _BatchByHostFn(beam.DoFn):
         self._messages.inc(len(messages))
         now = Timestamp.now()
         for message in messages:
-            yield WindowedValue(message, now, [GlobalWindow()])
+            yield WindowedValue(message, now, (GlobalWindow(),))
 
 
 class BatchLinksByHost(beam.PTransform):

@@ -56,7 +56,8 @@ def _schedule_cells(result_request, host: str) -> dict[str, str]:
 
 def fetch_cells(result: FetchResult) -> dict[str, str]:
     """The fetch family of one fetch (stored or not)."""
-    cells = {"outcome": result.outcome, "fetched_at": iso(result.fetched_at),
+    cells = {"outcome": result.outcome, "outcome_at": iso(result.fetched_at),
+             "fetched_at": iso(result.fetched_at),
              "final_url": result.final_url, "length": str(result.content_length),
              "elapsed_ms": str(round(result.elapsed * 1000))}
     if result.status is not None:
@@ -102,10 +103,12 @@ def unstored_result_row(result: FetchResult) -> Row:
 
 
 def outcome_row(outcome: UrlOutcome) -> Row:
-    """The row of a frontier decision: accepted (queued), robots-blocked, overflow, error."""
-    f = {"outcome": outcome.outcome, "outcome_at": iso(outcome.at)}
-    if outcome.detail:
-        f["detail"] = outcome.detail
+    """The row of a frontier decision: accepted (queued), robots-blocked, overflow, error.
+
+    ``f:detail`` is always written (empty for none) so a later outcome never shows an earlier
+    outcome's detail.
+    """
+    f = {"outcome": outcome.outcome, "outcome_at": iso(outcome.at), "detail": outcome.detail}
     if outcome.outcome == "error":
         f["error"] = outcome.detail.split(":", 1)[0]
         f["error_detail"] = outcome.detail

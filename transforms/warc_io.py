@@ -13,6 +13,7 @@ import logging
 import random
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.coders import PickleCoder, VarIntCoder
@@ -125,6 +126,7 @@ class WriteWarc(beam.PTransform):
                 | "AssignShard" >> beam.Map(
                     lambda page: (str(random.randrange(shards)), page))
                 | "RollFiles" >> beam.ParDo(
-                    _WarcRollFn(self._prefix, self._roll_bytes, self._roll_seconds)))
+                    _WarcRollFn(self._prefix, self._roll_bytes, self._roll_seconds)
+                ).with_input_types(tuple[str, Any]))
 
 
