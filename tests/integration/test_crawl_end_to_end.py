@@ -9,6 +9,7 @@ from __future__ import annotations
 import io
 import uuid
 from collections import defaultdict
+from typing import NamedTuple
 from urllib.parse import urlsplit
 
 import pytest
@@ -17,7 +18,9 @@ from apache_beam.io.filesystems import FileSystems
 from google.cloud import bigtable
 
 from pipeline.cli import local_pipeline_args
+from pipeline.cli import main as cli_main
 from pipeline.demo_site import DemoSite
+from pipeline.local_run import RunSummary
 from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
@@ -33,8 +36,17 @@ CRAWL_DELAY = 0.4
 GAP_TOLERANCE = 0.03  # server-side clock and socket noise
 
 
+class CrawlRun(NamedTuple):
+    site: DemoSite
+    summary: RunSummary
+    out: str
+    rows: dict[str, dict[str, dict[str, str]]]  # url -> family -> column -> latest value
+    host_rows: dict[str, dict[str, str]]
+    instance: str
+
+
 @pytest.fixture(scope="module")
-def crawl(local_stack):
+def crawl(local_stack) -> CrawlRun:
     """Runs one crawl of the demo site in an isolated topic/subscription/instance."""
     suffix = uuid.uuid4().hex[:8]
     topic, subscription, instance = f"e2e-{suffix}", f"e2e-{suffix}-sub", f"e2e-{suffix}"
@@ -64,7 +76,7 @@ def crawl(local_stack):
     host_rows = {r.row_key.decode(): {c.decode(): v[0].value.decode()
                                       for c, v in r.cells[HOST_FAMILY].items()}
                  for r in hosts_table.read_rows()}
-    return site, summary, out.getvalue(), rows, host_rows
+    return CrawlRun(site, summary, out.getvalue(), rows, host_rows, instance)
 
 
 def _gets(site, host):
@@ -72,7 +84,7 @@ def _gets(site, host):
 
 
 def test_the_run_stops_on_idle_and_prints_a_summary(crawl):
-    site, summary, out, _, _ = crawl
+    site, summary, out = crawl.site, crawl.summary, crawl.out
     assert summary.failed is None, out
     assert summary.reason.startswith("idle"), out
     assert "pages fetched" in out and "robots" in out
@@ -82,7 +94,7 @@ def test_the_run_stops_on_idle_and_prints_a_summary(crawl):
 
 
 def test_every_allowed_reachable_path_is_fetched_exactly_once(crawl):
-    site, _, out, _, _ = crawl
+    site, out = crawl.site, crawl.out
     for host in site.hosts:
         paths = [r.path for r in _gets(site, host)]
         duplicates = {p for p in paths if paths.count(p) > 1}
@@ -93,7 +105,7 @@ def test_every_allowed_reachable_path_is_fetched_exactly_once(crawl):
 
 
 def test_no_disallowed_path_is_requested(crawl):
-    site = crawl[0]
+    site = crawl.site
     assert any(site.disallowed_paths(h) for h in site.hosts)
     for host in site.hosts:
         requested = {r.path for r in site.requests(host)}
@@ -101,20 +113,20 @@ def test_no_disallowed_path_is_requested(crawl):
 
 
 def test_robots_txt_comes_first_on_every_host(crawl):
-    site = crawl[0]
+    site = crawl.site
     for host in site.hosts:
         first = min(site.requests(host), key=lambda r: r.start)
         assert first.path == "/robots.txt", host
 
 
 def test_never_two_concurrent_requests_to_one_host(crawl):
-    site = crawl[0]
+    site = crawl.site
     for host in site.hosts:
         assert max_concurrency(site.requests(host)) == 1, host
 
 
 def test_request_starts_keep_the_delay_and_crawl_delay_wins(crawl):
-    site = crawl[0]
+    site = crawl.site
     for host in site.hosts:
         delay = max(MIN_DELAY, site.spec(host).crawl_delay or 0.0)
         gap = min_start_gap(site.requests(host))
@@ -122,7 +134,7 @@ def test_request_starts_keep_the_delay_and_crawl_delay_wins(crawl):
 
 
 def test_every_stored_page_has_a_row_and_a_warc_record_with_the_exact_bytes(crawl):
-    site, _, _, rows, _ = crawl
+    site, rows = crawl.site, crawl.rows
     stored = {url: cells for url, cells in rows.items() if CONTENT_FAMILY in cells}
     assert stored
     files: dict[str, bytes] = {}
@@ -146,7 +158,7 @@ def test_every_stored_page_has_a_row_and_a_warc_record_with_the_exact_bytes(craw
 
 
 def test_unreachable_host_is_recorded_with_an_error(crawl):
-    site, _, _, rows, host_rows = crawl
+    site, rows, host_rows = crawl.site, crawl.rows, crawl.host_rows
     url = canonicalize_url(site.unreachable_url)
     assert url in rows, sorted(rows)[:5]
     fetch = rows[url][FETCH_FAMILY]
@@ -155,7 +167,7 @@ def test_unreachable_host_is_recorded_with_an_error(crawl):
 
 
 def test_every_row_has_schedule_cells_and_a_terminal_outcome(crawl):
-    _, _, _, rows, _ = crawl
+    rows = crawl.rows
     outcomes = defaultdict(int)
     for url, cells in rows.items():
         assert cells[SCHEDULE_FAMILY]["host"] == politeness_key(url)
@@ -163,3 +175,19 @@ def test_every_row_has_schedule_cells_and_a_terminal_outcome(crawl):
         assert row_key(url)
     assert outcomes["queued"] == 0, dict(outcomes)
     assert outcomes["fetched"] > 0 and outcomes["robots_blocked"] > 0, dict(outcomes)
+
+
+def test_crawler_show_and_ls_read_the_rows_back(crawl, local_stack, capsys):
+    site = crawl.site
+    project, table_instance = local_stack.project, crawl.instance
+    home = canonicalize_url(site.hosts[1] + "/")
+    assert cli_main(["show", home, "--project", project, "--instance", table_instance]) == 0
+    shown = capsys.readouterr().out
+    assert f"url        {home}" in shown and "f:status" in shown and ".warc.gz @ offset" in shown
+    host = politeness_key(home)
+    assert cli_main(["ls", "--host", host, "--limit", "5", "--project", project,
+                     "--instance", table_instance]) == 0
+    listed = capsys.readouterr().out.splitlines()
+    assert listed[-1] == "5 rows" and all(host in line for line in listed[1:-1])
+    assert cli_main(["show", site.hosts[1] + "/never-linked", "--project", project,
+                     "--instance", table_instance]) == 1
