@@ -21,6 +21,7 @@ setup(
         "google-cloud-pubsub>=2.18",
         "datasketch>=1.6",
     ],
-    extras_require={"local": ["gcp-storage-emulator>=2024.0"], "test": ["pytest", "pytest-timeout"]},
+    extras_require={"local": ["gcp-storage-emulator>=2024.0"],
+                    "test": ["pytest", "pytest-timeout"]},
     entry_points={"console_scripts": ["crawler=pipeline.cli:main"]},
 )

@@ -155,6 +155,13 @@ async def _released(gate: _Gate) -> AsyncIterator[None]:
         gate.release()
 
 
+def _timeout(config: FetchConfig, left: float) -> aiohttp.ClientTimeout:
+    """Per-request timeouts; the total is clamped to the time left before the lease deadline."""
+    return aiohttp.ClientTimeout(total=min(config.total_timeout, left),
+                                 sock_connect=config.connect_timeout,
+                                 sock_read=config.read_timeout)
+
+
 def classify_error(exc: BaseException) -> str:
     """A short, stable error kind for counters and the webtable."""
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
@@ -207,20 +214,29 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                         config: FetchConfig) -> FetchResult:
     """Fetches one URL, following same-host redirects through the lease's gate.
 
+    A chain that runs into the lease deadline after at least one hop ends as a ``redirect``
+    outcome whose target goes back through the frontier, exactly like a cross-host redirect, so a
+    slow host cannot replay the same first hops lease after lease.
+
     Raises:
-        LeaseExpired: when the first request (or a redirect hop) cannot start before the deadline;
-            the URL goes back to the queue untouched if no hop was made.
+        LeaseExpired: when the first request cannot start before the deadline; the URL goes back
+            to the queue untouched.
     """
     host = gate.lease.host
     url = request.url
     hops: list[str] = []
-    started = time.time()
+    followed: FetchResult | None = None  # the last same-host redirect followed
+    started: float | None = None  # the first request's start: the politeness wait is not counted
     while True:
-        left = await gate.acquire()
+        try:
+            timeout = _timeout(config, await gate.acquire())
+        except LeaseExpired:
+            if followed is None:
+                raise
+            return followed
         fetched_at = time.time()
-        timeout = aiohttp.ClientTimeout(total=min(config.total_timeout, left),
-                                        sock_connect=config.connect_timeout,
-                                        sock_read=config.read_timeout)
+        if started is None:
+            started = fetched_at
         try:
             async with _released(gate), session.get(url, allow_redirects=False,
                                                     timeout=timeout) as resp:
@@ -248,6 +264,9 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                         return replace(base, error="too_many_redirects",
                                        error_detail=" -> ".join(hops),
                                        elapsed=time.time() - started, outcome=OUTCOME_ERROR)
+                    followed = replace(base, redirects=tuple(hops[:-1]), redirect_to=target,
+                                       content_length=declared, elapsed=time.time() - started,
+                                       outcome=OUTCOME_REDIRECT)
                     url = target
                     continue
                 if 200 <= status < 300 and is_html(ctype):
@@ -279,11 +298,8 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
     """Fetches robots.txt, following up to five same-host redirects (RFC 9309 section 2.3.1.2)."""
     host = gate.lease.host
     for _ in range(6):
-        left = await gate.acquire()
+        timeout = _timeout(config, await gate.acquire())
         fetched_at = time.time()
-        timeout = aiohttp.ClientTimeout(total=min(config.total_timeout, left),
-                                        sock_connect=config.connect_timeout,
-                                        sock_read=config.read_timeout)
         try:
             async with _released(gate), session.get(url, allow_redirects=False,
                                                     timeout=timeout) as resp:

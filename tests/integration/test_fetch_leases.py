@@ -140,9 +140,6 @@ def test_request_timeout_is_clamped_to_the_deadline(serve):
     assert outcome.finished_at <= lease.deadline + 0.1
 
 
-@pytest.mark.xfail(strict=True, reason="fetch.py bug: a URL whose redirect hops run into the "
-                   "deadline is handed back untouched, so a chain that never fits in one lease "
-                   "is refetched from its first hop forever")
 def test_redirect_hops_cut_by_the_deadline_still_make_progress(serve):
     # Hops at about 0 and 0.3 s; the third would start at 0.6 s, after the 0.5 s deadline.
     server = serve({f"/h{i}": redirect(f"/h{i + 1}") for i in range(5)})
@@ -155,8 +152,6 @@ def test_redirect_hops_cut_by_the_deadline_still_make_progress(serve):
     assert result.redirect_to == server.url(f"/h{len(server.hits)}")
 
 
-@pytest.mark.xfail(strict=True, reason="fetch.py bug: FetchResult.elapsed (the webtable's "
-                   "elapsed_ms) includes the politeness wait before the request")
 def test_elapsed_does_not_count_the_politeness_wait(serve):
     server = site(serve, n=2)
     lease = make_lease([server.url("/p0"), server.url("/p1")], delay=0.4)
