@@ -22,12 +22,12 @@ crawl: $(STAMP)
 
 ## Lint and type-check, then the whole test suite (unit, transforms, integration with the emulators).
 test: $(STAMP)
-	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
 
 lint: $(STAMP)
-	$(VENV)/bin/ruff check pipeline transforms tests benchmarks
+	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 
 down: $(STAMP)
