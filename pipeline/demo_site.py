@@ -1,10 +1,10 @@
 """The offline demo site: several generated websites on loopback addresses, with request logs.
 
-``DemoSite().start()`` binds one ``ThreadingHTTPServer`` per host on ``127.0.0.1``,
-``127.0.0.2``, ... (Linux routes all of 127/8 to ``lo``), each on a free port and serving the
-deterministic pages of ``pipeline.demo_pages``. It is both the demo the README crawls and the
-test bed of the end-to-end tests, which assert from the servers' own request logs against the
-ground truth this module computes.
+``DemoSite().start()`` binds one ``ThreadingHTTPServer`` per host (``pipeline.demo_server``) on
+``127.0.0.1``, ``127.0.0.2``, ... (Linux routes all of 127/8 to ``lo``), each on a free port and
+serving the deterministic pages of ``pipeline.demo_pages``. It is both the demo the README
+crawls and the test bed of the end-to-end tests, which assert from the servers' own request logs
+against the ground truth this module computes.
 
 Host roles repeat every three hosts: ``alpha`` is slow-polite (robots.txt with ``Crawl-delay``
 and ``Disallow: /private/`` and ``/cgi-bin/``), ``beta`` has ``Disallow: /private/`` only, and
@@ -29,21 +29,15 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
-import hashlib
 import json
 import logging
 import signal
-import socket
-import socketserver
 import sys
 import threading
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from types import FrameType, TracebackType
-from typing import Any, cast
 from urllib.parse import urlsplit
 
 from pipeline.demo_pages import (
@@ -55,18 +49,13 @@ from pipeline.demo_pages import (
     html_page_paths,
     not_found_response,
 )
+from pipeline.demo_server import DemoServer, find_unused_port, latency_for
 
-__all__ = [
-    "DemoResponse", "DemoSite", "RequestRecord", "SiteSpec", "default_specs", "find_unused_port",
-    "latency_for", "main",
-]
+__all__ = ["DemoResponse", "DemoSite", "RequestRecord", "SiteSpec", "default_specs", "main"]
 
 DEFAULT_CRAWL_DELAY = 0.5
 DEFAULT_LATENCY = (0.0, 0.02)
 HOST_NAMES = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
-# Ports below Linux's ephemeral range (32768+) are never handed out to client sockets, so a
-# connection to the unreachable port cannot accidentally self-connect.
-UNREACHABLE_PORT_RANGE = (20_000, 32_000)
 
 _log = logging.getLogger(__name__)
 
@@ -121,37 +110,10 @@ def default_specs(
     return specs
 
 
-def find_unused_port(address: str = "127.0.0.1", avoid: Sequence[int] = ()) -> int:
-    """The first port in ``UNREACHABLE_PORT_RANGE`` nothing is bound to on ``address``.
-
-    The port is probed with a bind and released without listening, so connecting to it is
-    refused. Deterministic as long as the same ports are free.
-
-    Raises:
-        RuntimeError: every port in the range is taken.
-    """
-    for port in range(*UNREACHABLE_PORT_RANGE):
-        if port in avoid:
-            continue
-        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-            try:
-                probe.bind((address, port))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError(f"no unused port on {address} in {UNREACHABLE_PORT_RANGE}")
-
-
-def latency_for(seed: int, name: str, path: str, latency: tuple[float, float]) -> float:
-    """The artificial delay for one request: fixed per (seed, host name, path), in ``latency``."""
-    low, high = latency
-    digest = hashlib.sha256(f"{seed}:{name}:{path}".encode()).digest()
-    return low + (high - low) * int.from_bytes(digest[:8], "big") / 2**64
-
-
 @dataclass
 class _HostState:
-    """What one server needs to answer: its responses, latency and request log."""
+    """What one server needs to answer (its responses and latency) and its request log;
+    the ``HostContent`` of its ``DemoServer``."""
 
     spec: SiteSpec
     netloc: str
@@ -161,87 +123,21 @@ class _HostState:
     log: list[RequestRecord] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def record(self, record: RequestRecord) -> None:
+    def response(self, path: str) -> DemoResponse:
+        return self.responses.get(path) or not_found_response(path)
+
+    def delay(self, path: str) -> float:
+        return latency_for(self.seed, self.spec.name, path, self.latency)
+
+    def record(self, path: str, method: str, start: float, end: float, status: int,
+               client_port: int) -> None:
         with self.lock:
-            self.log.append(record)
+            self.log.append(RequestRecord(self.netloc, path, method, start, end, status,
+                                          client_port))
 
     def snapshot(self) -> list[RequestRecord]:
         with self.lock:
             return sorted(self.log, key=lambda r: r.start)
-
-
-class _DemoServer(ThreadingHTTPServer):
-    """One host's server; it tracks open connections so ``stop`` can cut kept-alive ones."""
-
-    daemon_threads = True
-    state: _HostState
-
-    def __init__(self, address: tuple[str, int]) -> None:
-        super().__init__(address, _DemoHandler)
-        self._open: set[socket.socket] = set()
-        self._open_lock = threading.Lock()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._open_lock:
-            self._open.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._open_lock:
-            self._open.discard(request)
-        super().shutdown_request(request)
-
-    def close_connections(self) -> None:
-        with self._open_lock:
-            connections = list(self._open)
-        for connection in connections:
-            try:
-                connection.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass  # the peer closed it meanwhile
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind resolves the FQDN of the address, which can stall on a
-        # misconfigured resolver; the name is never needed here.
-        socketserver.TCPServer.server_bind(self)
-        host, port = self.server_address[:2]
-        self.server_name, self.server_port = str(host), int(port)
-
-
-class _DemoHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "DemoSite/1.0"
-    timeout = 30  # seconds an idle kept-alive connection is held open
-    disable_nagle_algorithm = True  # headers and body are separate writes; avoid 40 ms stalls
-
-    def do_GET(self) -> None:
-        self._respond(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._respond(send_body=False)
-
-    def log_message(self, format: str, *args: object) -> None:
-        _log.debug("%s %s", self.address_string(), format % args)
-
-    def _respond(self, *, send_body: bool) -> None:
-        state = cast(_DemoServer, self.server).state
-        start = time.time()
-        response = state.responses.get(self.path) or not_found_response(self.path)
-        delay = latency_for(state.seed, state.spec.name, self.path, state.latency)
-        if delay > 0:
-            time.sleep(delay)
-        # Recorded before the response goes out, so a client that has read a response always
-        # finds its request in the log.
-        state.record(RequestRecord(state.netloc, self.path, self.command, start, time.time(),
-                                   response.status, self.client_address[1]))
-        self.send_response(response.status)
-        self.send_header("Content-Type", response.content_type)
-        self.send_header("Content-Length", str(len(response.body)))
-        if response.location is not None:
-            self.send_header("Location", response.location)
-        self.end_headers()
-        if send_body:
-            self.wfile.write(response.body)
 
 
 class DemoSite:
@@ -261,7 +157,7 @@ class DemoSite:
 
     def __init__(self) -> None:
         self._states: dict[str, _HostState] = {}
-        self._servers: list[_DemoServer] = []
+        self._servers: list[DemoServer] = []
         self._threads: list[threading.Thread] = []
         self._hosts: list[str] = []
         self._unreachable_url = ""
@@ -291,7 +187,8 @@ class DemoSite:
             port: port every host binds (each has its own address, so one port fits all); 0
                 picks a free port per host. A fixed port makes bodies identical across runs.
             unreachable_port: port of ``unreachable_url`` on 127.0.0.1; None takes the first
-                unused port from ``UNREACHABLE_PORT_RANGE``. Nothing is ever bound to it.
+                unused port from ``demo_server.UNREACHABLE_PORT_RANGE``. Nothing is ever bound
+                to it.
             specs: explicit hosts; their ``other_hosts``, ``redirect_host`` and (for the first)
                 ``unreachable_url`` are filled in here.
 
@@ -311,7 +208,7 @@ class DemoSite:
         for i in range(len(specs)):
             address = f"127.0.0.{i + 1}"
             try:
-                self._servers.append(_DemoServer((address, port)))
+                self._servers.append(DemoServer((address, port)))
             except OSError as error:
                 self.stop()
                 hint = " (only Linux routes all of 127/8 to lo)" * (
@@ -332,16 +229,17 @@ class DemoSite:
             )
             netloc = urlsplit(base).netloc
             responses = build_responses(filled, base, seed)
-            server.state = _HostState(filled, netloc, responses, seed, latency)
-            self._states[netloc] = server.state
+            state = _HostState(filled, netloc, responses, seed, latency)
+            server.state = state
+            self._states[netloc] = state
         self._fetched, self._blocked = crawl_closure(
             {n: s.responses for n, s in self._states.items()},
             {n: s.spec.disallow for n, s in self._states.items()},
             self.seed_urls(),
         )
-        for server in self._servers:
+        for spec, server in zip(specs, self._servers, strict=True):
             thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                      name=f"demo-{server.state.spec.name}", daemon=True)
+                                      name=f"demo-{spec.name}", daemon=True)
             thread.start()
             self._threads.append(thread)
         return self
@@ -422,7 +320,7 @@ class DemoSite:
 
     def response(self, host: str, path: str) -> DemoResponse:
         """The response the server sends for a request-target (404 for unknown paths)."""
-        return self._state(host).responses.get(path) or not_found_response(path)
+        return self._state(host).response(path)
 
     def page_body(self, host: str, path: str) -> bytes:
         """Exactly the body bytes the server sends for a GET of ``path``."""

@@ -15,6 +15,7 @@ always returns at once; the decode step drops heartbeats (counter ``heartbeats``
 
 from __future__ import annotations
 
+import collections
 import logging
 import sys
 import threading
@@ -33,6 +34,7 @@ from transforms.schema import HOST_FAMILY
 
 _LOG = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 0.1
+RATE_WINDOW = 10.0
 _COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
              "accepted", "queued")
 
@@ -197,7 +199,9 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
     last_snapshot: tuple[int, ...] | None = None
     last_change = started
     last_print = 0.0
-    prev_fetched, prev_time = 0, started
+    # pages/s over the last RATE_WINDOW seconds: hosts report per lease, so an instantaneous
+    # rate would jump between 0 and bursts.
+    recent: collections.deque[tuple[float, int]] = collections.deque([(started, 0)])
     reason = "stopped"
     hosts: list[HostRow] = []
     totals = Totals()
@@ -213,8 +217,10 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
             _LOG.warning("could not read the hosts table: %s", exc)
             continue
         totals = totals_of(hosts)
-        rate = (totals["fetched"] - prev_fetched) / max(1e-9, now - prev_time)
-        prev_fetched, prev_time = totals["fetched"], now
+        recent.append((now, totals["fetched"]))
+        while len(recent) > 2 and now - recent[1][0] >= RATE_WINDOW:
+            recent.popleft()
+        rate = (totals["fetched"] - recent[0][1]) / max(1e-9, now - recent[0][0])
         if tty or now - last_print >= 5:
             line = format_progress(totals, rate, now - started)
             out.write(("\r" + line) if tty else (line + "\n"))

@@ -8,8 +8,9 @@ from dataclasses import dataclass
 from google.cloud import bigtable
 from google.cloud.bigtable.row_set import RowSet
 
+from transforms.rowkeys import host_row_prefixes, row_key, url_from_row_key
 from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, PARSE_FAMILY
-from transforms.urls import canonicalize_url, host_row_prefixes, row_key, url_from_row_key
+from transforms.urls import canonicalize_url
 
 
 @dataclass

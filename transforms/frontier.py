@@ -405,10 +405,8 @@ class HostFrontier(beam.PTransform):
         self._config = config
 
     def expand(self, keyed_requests: beam.PCollection) -> FrontierOutputs:
-        # The key type hint gives the stateful DoFn a deterministic key coder (UTF-8 strings).
         outputs = keyed_requests | "ScheduleAndFetch" >> beam.ParDo(
-            _HostFrontierFn(self._config)).with_input_types(
-                tuple[str, Any]).with_outputs(OUTCOMES_TAG, STATS_TAG, main="fetched")
+            _HostFrontierFn(self._config)).with_outputs(OUTCOMES_TAG, STATS_TAG, main="fetched")
         return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG])
 
 

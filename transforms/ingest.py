@@ -76,6 +76,8 @@ class ReadCrawlRequests(beam.PTransform):
     """Pub/Sub messages -> (politeness key, canonical requests), plus dead letters."""
 
     def expand(self, messages: beam.PCollection) -> IngestOutputs:
+        # The output type hint gives the keyed state downstream a deterministic key coder (UTF-8).
         outputs = messages | "DecodeCanonicalizeKey" >> beam.ParDo(
-            _DecodeAndKeyFn()).with_outputs(DEAD_LETTER_TAG, main="requests")
+            _DecodeAndKeyFn()).with_output_types(tuple[str, Any]).with_outputs(
+                DEAD_LETTER_TAG, main="requests")
         return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG])

@@ -21,6 +21,7 @@ from transforms.records import (
     StoredPage,
     UrlOutcome,
 )
+from transforms.rowkeys import row_key
 from transforms.schema import (
     CONTENT_FAMILY,
     DEADLETTER_FAMILY,
@@ -29,7 +30,6 @@ from transforms.schema import (
     PARSE_FAMILY,
     SCHEDULE_FAMILY,
 )
-from transforms.urls import row_key
 
 Cells = dict[str, dict[str, str]]
 MAX_DEAD_LETTER_PAYLOAD = 64 * 1024

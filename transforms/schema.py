@@ -23,7 +23,7 @@ WEBTABLE = "webtable"
 HOSTS_TABLE = "hosts"
 DEADLETTER_TABLE = "deadletter"
 
-# webtable: one row per URL, row key = reversed-host URL (see transforms.urls.row_key).
+# webtable: one row per URL, row key = reversed-host URL (see transforms.rowkeys.row_key).
 FETCH_FAMILY = "f"
 CONTENT_FAMILY = "c"
 PARSE_FAMILY = "p"

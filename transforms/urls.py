@@ -21,9 +21,9 @@ crawlers conventionally add (fragment dropped, default port dropped, IDN hosts i
 Userinfo (``user:pass@``) is kept. Backslashes are encoded, not turned into slashes as a
 browser would. The result is idempotent: canonicalizing a canonical URL returns it unchanged.
 
-The derived keys (:func:`politeness_key`, :func:`row_key`, :func:`url_fingerprint`,
-:func:`robots_url`) accept any URL with a host and canonicalize it first (whatever its scheme),
-so they agree for every spelling of a URL.
+The derived keys (:func:`politeness_key`, :func:`url_fingerprint`, :func:`robots_url`, and the
+webtable row key in :mod:`transforms.rowkeys`) accept any URL with a host and canonicalize it
+first (whatever its scheme), so they agree for every spelling of a URL.
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ REASON_BAD_HOST = "bad_host"
 REASON_BAD_PORT = "bad_port"
 REASON_TOO_LONG = "too_long"
 REASON_INVALID = "invalid"  # not a Unicode string (lone surrogates)
-REASON_BAD_ROW_KEY = "bad_row_key"
+REASON_BAD_ROW_KEY = "bad_row_key"  # raised by transforms.rowkeys
 INVALID_REASONS = (
     REASON_EMPTY, REASON_RELATIVE, REASON_UNSUPPORTED_SCHEME, REASON_NO_HOST, REASON_BAD_HOST,
     REASON_BAD_PORT, REASON_TOO_LONG, REASON_INVALID, REASON_BAD_ROW_KEY,
@@ -63,10 +63,7 @@ _REFERENCE = re.compile(r"(?:([^:/?#]+):)?(?://([^/?#]*))?([^?#]*)(?:\?([^#]*))?
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*")
 _SCHEME_PREFIX = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*):")
 _HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
-_OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
-_IPV4 = re.compile(rf"{_OCTET}(?:\.{_OCTET}){{3}}")
 _DIGITS = re.compile(r"[0-9]+")
-_PORT_DIGITS = re.compile(r"[0-9]{1,5}")
 _TAB_CR_LF = re.compile(r"[\t\r\n]")
 _C0_AND_SPACE = "".join(chr(c) for c in range(0x21))
 _HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
@@ -104,7 +101,7 @@ class InvalidUrl(ValueError):
 _Split = tuple[str | None, str | None, str, str | None]
 
 
-class _Parts(NamedTuple):
+class UrlParts(NamedTuple):
     """The components of a canonical URL (port None when default or absent)."""
 
     scheme: str
@@ -147,91 +144,8 @@ def politeness_key(url: str) -> str:
     Raises:
         InvalidUrl: when ``url`` cannot be canonicalized.
     """
-    parts = _parts_of(url)
+    parts = url_parts(url)
     return parts.host if parts.port is None else f"{parts.host}:{parts.port}"
-
-
-def row_key(url: str) -> str:
-    """Return the webtable row key of ``url``.
-
-    The key is the host with its labels reversed (so the rows of a domain and its subdomains
-    sort together), ``:`` and the scheme, ``:port`` when explicit, the path, ``?query`` when
-    there is one, and ``#userinfo`` when there is one (``#`` never occurs in a canonical URL,
-    so it is an unambiguous separator). IPv4 addresses and IPv6 literals are not reversed.
-    E.g. ``https://www.example.com/a/b?q=1`` -> ``com.example.www:https/a/b?q=1`` and
-    ``http://127.0.0.2:8081/x`` -> ``127.0.0.2:http:8081/x``.
-
-    Raises:
-        InvalidUrl: when ``url`` cannot be canonicalized.
-    """
-    scheme, userinfo, host, port, path, query = _parts_of(url)
-    key = f"{_reverse_host(host)}:{scheme}"
-    if port is not None:
-        key += f":{port}"
-    key += path
-    if query:
-        key += "?" + query
-    if userinfo:
-        key += "#" + userinfo
-    return key
-
-
-def url_from_row_key(key: str) -> str:
-    """Return the canonical URL whose :func:`row_key` is ``key`` (the exact inverse).
-
-    Raises:
-        InvalidUrl: with reason ``bad_row_key`` when ``key`` is not a row key.
-    """
-    host, scheme, port, rest = _split_row_key(key)
-    rest, _, userinfo = rest.partition("#")
-    authority = f"{userinfo}@{host}" if userinfo else host
-    if port is not None:
-        authority += f":{port}"
-    return f"{scheme}://{authority}{rest}"
-
-
-def host_row_prefix(key_or_host: str) -> str:
-    """Return the row-key prefix shared by every row of a host, e.g. ``com.example:``.
-
-    Given a politeness key with a port (``127.0.0.2:8081``) the prefix is that of the host
-    name (``127.0.0.2:``): the scheme sits between host and port in a row key, so no single
-    prefix selects one port of a host across both schemes. Even for a key without a port the
-    prefix also covers the host's rows on explicit ports. Scan with this prefix and keep rows
-    with :func:`row_key_matches_host`, or scan the exact prefixes of :func:`host_row_prefixes`.
-    """
-    host, _ = _split_politeness_key(key_or_host)
-    return _reverse_host(host) + ":"
-
-
-def host_row_prefixes(
-    key: str, schemes: tuple[str, ...] = tuple(sorted(DEFAULT_SCHEMES))
-) -> tuple[str, ...]:
-    """Return row-key prefixes that together select exactly the rows of one politeness key.
-
-    One prefix per scheme, e.g. ``("com.example:http/", "com.example:https/")`` for
-    ``example.com`` or ``("127.0.0.2:http:8081/", "127.0.0.2:https:8081/")`` for
-    ``127.0.0.2:8081``; a Bigtable read takes them as one row set.
-
-    Args:
-        key: a politeness key (:func:`politeness_key`) or a bare host.
-        schemes: the schemes whose rows to select.
-    """
-    host, port = _split_politeness_key(key)
-    suffix = "" if port is None else f":{port}"
-    reversed_host = _reverse_host(host)
-    return tuple(f"{reversed_host}:{scheme}{suffix}/" for scheme in schemes)
-
-
-def row_key_matches_host(row_key: str, politeness_key: str) -> bool:
-    """Return True if the row ``row_key`` belongs to the politeness key ``politeness_key``.
-
-    Malformed row keys match nothing.
-    """
-    try:
-        host, _, port, _ = _split_row_key(row_key)
-    except InvalidUrl:
-        return False
-    return (host if port is None else f"{host}:{port}") == politeness_key.strip().lower()
 
 
 def url_fingerprint(url: str) -> bytes:
@@ -240,7 +154,7 @@ def url_fingerprint(url: str) -> bytes:
     Raises:
         InvalidUrl: when ``url`` cannot be canonicalized.
     """
-    canonical = _unparse(_parts_of(url))
+    canonical = _unparse(url_parts(url))
     return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
 
 
@@ -252,20 +166,27 @@ def robots_url(url: str) -> str:
     Raises:
         InvalidUrl: when ``url`` cannot be canonicalized.
     """
-    parts = _parts_of(url)
+    parts = url_parts(url)
     port = "" if parts.port is None else f":{parts.port}"
     return f"{parts.scheme}://{parts.host}{port}/robots.txt"
 
 
 @functools.lru_cache(maxsize=8192)
-def _parts_of(url: str) -> _Parts:
+def url_parts(url: str) -> UrlParts:
+    """Return the components of the canonical form of ``url`` (an absolute URL, any scheme).
+
+    This is what the derived keys are built from, here and in :mod:`transforms.rowkeys`.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
     # The derived keys are usually computed one after another for the same URL.
     return _canonical_parts(url, None, None)
 
 
 def _canonical_parts(
     url: str, base: str | None, allowed_schemes: frozenset[str] | None
-) -> _Parts:
+) -> UrlParts:
     cleaned = _checked(url, allowed_schemes)
     if not cleaned:
         raise InvalidUrl(REASON_EMPTY, url)
@@ -289,13 +210,13 @@ def _canonical_parts(
     host, port = _canonical_host_port(hostport, scheme)
     path = _remove_dot_segments(_normalize_escapes(path, _PATH_CHARS, _PATH_NEEDS_WORK)) or "/"
     query = _normalize_escapes(query or "", _QUERY_CHARS, _QUERY_NEEDS_WORK)
-    parts = _Parts(scheme, userinfo, host, port, path, query)
+    parts = UrlParts(scheme, userinfo, host, port, path, query)
     if len(_unparse(parts)) > MAX_URL_LENGTH:
         raise InvalidUrl(REASON_TOO_LONG, cleaned)
     return parts
 
 
-def _unparse(parts: _Parts) -> str:
+def _unparse(parts: UrlParts) -> str:
     scheme, userinfo, host, port, path, query = parts
     authority = f"{userinfo}@{host}" if userinfo else host
     if port is not None:
@@ -450,41 +371,3 @@ def _canonical_port(text: str, scheme: str) -> int | None:
     if not 1 <= port <= 65535:
         raise InvalidUrl(REASON_BAD_PORT, text)
     return None if port == DEFAULT_PORTS.get(scheme) else port
-
-
-def _reverse_host(host: str) -> str:
-    # Being a dotted quad is symmetric under label reversal, so the inverse uses the same test.
-    if host.startswith("[") or _IPV4.fullmatch(host):
-        return host
-    return ".".join(reversed(host.split(".")))
-
-
-def _split_politeness_key(key: str) -> tuple[str, str | None]:
-    key = key.strip().lower()
-    if key.startswith("["):
-        end = key.find("]") + 1
-        host, rest = key[:end], key[end:]
-        return host, rest[1:] if rest.startswith(":") else None
-    host, colon, port = key.partition(":")
-    return host, port if colon else None
-
-
-def _split_row_key(key: str) -> tuple[str, str, int | None, str]:
-    """Split a row key into (host, scheme, port, path?query#userinfo)."""
-    if key.startswith("["):
-        end = key.find("]") + 1
-        if end <= 0 or key[end : end + 1] != ":":
-            raise InvalidUrl(REASON_BAD_ROW_KEY, key)
-        host, rest = key[:end], key[end + 1 :]
-    else:
-        reversed_host, colon, rest = key.partition(":")
-        if not colon or not reversed_host:
-            raise InvalidUrl(REASON_BAD_ROW_KEY, key)
-        host = _reverse_host(reversed_host)
-    slash = rest.find("/")
-    if slash < 0:
-        raise InvalidUrl(REASON_BAD_ROW_KEY, key)
-    scheme, colon, port_text = rest[:slash].partition(":")
-    if not _SCHEME.fullmatch(scheme) or (colon and not _PORT_DIGITS.fullmatch(port_text)):
-        raise InvalidUrl(REASON_BAD_ROW_KEY, key)
-    return host, scheme, int(port_text) if colon else None, rest[slash:]

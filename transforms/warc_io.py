@@ -124,9 +124,9 @@ class WriteWarc(beam.PTransform):
         shards = self._shards
         return (pages
                 | "AssignShard" >> beam.Map(
-                    lambda page: (str(random.randrange(shards)), page))
+                    lambda page: (str(random.randrange(shards)), page)
+                ).with_output_types(tuple[str, Any])
                 | "RollFiles" >> beam.ParDo(
-                    _WarcRollFn(self._prefix, self._roll_bytes, self._roll_seconds)
-                ).with_input_types(tuple[str, Any]))
+                    _WarcRollFn(self._prefix, self._roll_bytes, self._roll_seconds)))
 
 

@@ -25,8 +25,9 @@ from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
 from pipeline.server_log import max_concurrency, min_start_gap
+from transforms.rowkeys import row_key, url_from_row_key
 from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
-from transforms.urls import canonicalize_url, politeness_key, row_key, url_from_row_key
+from transforms.urls import canonicalize_url, politeness_key
 from transforms.warc import read_record
 
 pytestmark = pytest.mark.integration

@@ -22,7 +22,8 @@ from urllib.robotparser import RobotFileParser
 import pytest
 
 from pipeline.demo_pages import MIN_PAGES, SiteSpec
-from pipeline.demo_site import DemoSite, find_unused_port, latency_for
+from pipeline.demo_server import find_unused_port, latency_for
+from pipeline.demo_site import DemoSite
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

@@ -25,6 +25,7 @@ from transforms.records import (
     UrlOutcome,
     WarcLocation,
 )
+from transforms.rowkeys import row_key
 from transforms.rows import (
     MAX_DEAD_LETTER_PAYLOAD,
     Row,
@@ -46,7 +47,6 @@ from transforms.schema import (
     WEBTABLE,
 )
 from transforms.storage import to_direct_row
-from transforms.urls import row_key
 
 # 2024-03-01T12:34:56.789Z
 AT = datetime(2024, 3, 1, 12, 34, 56, 789000, tzinfo=UTC).timestamp()

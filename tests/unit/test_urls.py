@@ -1,28 +1,22 @@
-"""Tests of URL canonicalization and the keys derived from canonical URLs."""
+"""Tests of URL canonicalization and the keys derived from canonical URLs (row keys are in
+``test_rowkeys``)."""
 
 from __future__ import annotations
 
 import pickle
-import random
 
 import pytest
 
+from tests.unit.url_cases import RFC_BASE, fuzz_cases, valid_urls
 from transforms.urls import (
     INVALID_REASONS,
     MAX_URL_LENGTH,
     InvalidUrl,
     canonicalize_url,
-    host_row_prefix,
-    host_row_prefixes,
     politeness_key,
     robots_url,
-    row_key,
-    row_key_matches_host,
     url_fingerprint,
-    url_from_row_key,
 )
-
-RFC_BASE = "http://a/b/c/d;p?q"
 
 
 @pytest.mark.parametrize(
@@ -210,30 +204,9 @@ def test_invalid_url_is_a_value_error_and_pickles() -> None:
     assert (copy.reason, copy.detail) == ("bad_port", "http://x:0/")
 
 
-_FUZZ_ALPHABET = [
-    *"aZ09:/?#[]@%.-_~!$&'()*+,;= \t\r\n\\|<>\"{}`^",
-    "\u00e9", "\u00df", "\u3002", "\uff45", "\x00", "\x7f", "\ud800", "\U0001f600",
-    "%2e", "%2F", "%41", "%C3%A9", "..", "//", ":80", ":443", ":0", "[::1]", "xn--", "@",
-    "http://", "https://", "HTTP://", "mailto:", "//",
-]
-
-
-def _random_string(rng: random.Random) -> str:
-    text = "".join(rng.choice(_FUZZ_ALPHABET) for _ in range(rng.randint(0, 30)))
-    if rng.random() < 0.5:
-        text = rng.choice(["http://", "https://", "hTTp://", "//", "/", ""]) + text
-    return text
-
-
-def _fuzz_cases(count: int, seed: int) -> list[tuple[str, str | None]]:
-    rng = random.Random(seed)
-    bases = [None, RFC_BASE, "https://example.com/dir/page?x", "mailto:x", "\ud800", "http://"]
-    return [(_random_string(rng), rng.choice(bases)) for _ in range(count)]
-
-
 def test_fuzz_never_raises_anything_but_invalid_url() -> None:
     accepted = 0
-    for url, base in _fuzz_cases(20_000, seed=7):
+    for url, base in fuzz_cases(20_000, seed=7):
         try:
             canonical = canonicalize_url(url, base)
         except InvalidUrl as e:
@@ -245,64 +218,10 @@ def test_fuzz_never_raises_anything_but_invalid_url() -> None:
     assert accepted > 1000  # the fuzzer reaches the interesting paths
 
 
-def _valid_urls() -> list[str]:
-    """Canonical URLs: the accepted fuzz cases plus a few of every shape."""
-    urls = []
-    for url, base in _fuzz_cases(20_000, seed=11):
-        try:
-            urls.append(canonicalize_url(url, base))
-        except InvalidUrl:
-            pass
-    urls += [canonicalize_url(url) for url in [
-        "https://www.example.com/a/b?q=1",
-        "http://example.com:8080/",
-        "http://127.0.0.2:8081/x",
-        "http://[2001:db8::1]:8080/p?q",
-        "http://user:pw@example.com:81/p?q#f",
-        "http://B\u00fccher.de/\u00e9?\u00e9",
-        "https://a.b.c.d.example.co.uk/x:y/z?a=b:c",
-        "http://1.2.3.999/",
-    ]]
-    return urls
-
-
 def test_idempotent() -> None:
-    for url in _valid_urls():
+    for url in valid_urls():
         canonical = canonicalize_url(url)
         assert canonicalize_url(canonical) == canonical
-
-
-@pytest.mark.parametrize(
-    ("url", "key"),
-    [
-        ("https://www.example.com/a/b?q=1", "com.example.www:https/a/b?q=1"),
-        ("http://example.com:8080/", "com.example:http:8080/"),
-        ("http://127.0.0.2:8081/x", "127.0.0.2:http:8081/x"),
-        ("http://[2001:db8::1]/x", "[2001:db8::1]:http/x"),
-        ("http://user:pw@example.com/x?y", "com.example:http/x?y#user:pw"),
-        ("HTTP://Example.COM:80", "com.example:http/"),
-        ("http://localhost/", "localhost:http/"),
-    ],
-)
-def test_row_key(url: str, key: str) -> None:
-    assert row_key(url) == key
-    assert url_from_row_key(key) == canonicalize_url(url)
-
-
-def test_row_key_round_trip() -> None:
-    for url in _valid_urls():
-        key = row_key(url)
-        assert url_from_row_key(key) == url
-        assert row_key(url_from_row_key(key)) == key
-
-
-@pytest.mark.parametrize("key", ["", "nocolon", "com.example:http", "com.example:ht tp/", ":http/",
-                                 "com.example:http:80x/", "[::1:http/",
-                                 "com.example:http:" + "9" * 5000 + "/"])
-def test_url_from_bad_row_key(key: str) -> None:
-    with pytest.raises(InvalidUrl) as info:
-        url_from_row_key(key)
-    assert info.value.reason == "bad_row_key"
 
 
 @pytest.mark.parametrize(
@@ -319,59 +238,6 @@ def test_url_from_bad_row_key(key: str) -> None:
 )
 def test_politeness_key(url: str, key: str) -> None:
     assert politeness_key(url) == key
-
-
-def test_host_row_prefix() -> None:
-    assert host_row_prefix("example.com") == "com.example:"
-    assert host_row_prefix("www.example.com") == "com.example.www:"
-    assert host_row_prefix("127.0.0.2:8081") == "127.0.0.2:"
-    assert host_row_prefix("[::1]:8080") == "[::1]:"
-    assert host_row_prefixes("example.com") == ("com.example:http/", "com.example:https/")
-    assert host_row_prefixes("127.0.0.2:8081") == ("127.0.0.2:http:8081/", "127.0.0.2:https:8081/")
-
-
-def test_row_prefixes_select_exactly_one_politeness_key() -> None:
-    hosts = ["example.com", "www.example.com", "example.co", "example.com.au", "127.0.0.2",
-             "127.0.0.20", "[::1]", "a-example.com"]
-    urls = [
-        f"{scheme}://{userinfo}{host}{port}{path}"
-        for scheme in ("http", "https")
-        for userinfo in ("", "u:p@")
-        for host in hosts
-        for port in ("", ":8081", ":80", ":443", ":808")
-        for path in ("/", "/a?b", "/:x")
-    ]
-    key_of = {url: row_key(url) for url in urls}
-    keys = list(key_of.values())
-    for politeness in {politeness_key(url) for url in urls}:
-        expected = {key for url, key in key_of.items() if politeness_key(url) == politeness}
-        by_host_prefix = {k for k in keys if k.startswith(host_row_prefix(politeness))}
-        assert expected <= by_host_prefix
-        assert {k for k in by_host_prefix if row_key_matches_host(k, politeness)} == expected
-        by_prefixes = {k for k in keys if k.startswith(host_row_prefixes(politeness))}
-        assert by_prefixes == expected
-
-
-def test_row_key_matches_host_rejects_malformed_keys() -> None:
-    assert not row_key_matches_host("garbage", "example.com")
-
-
-def test_row_key_parsing_never_raises_anything_but_invalid_url() -> None:
-    for text, _ in _fuzz_cases(5000, seed=5):
-        for key in (text, "com.example:" + text, "[::1]:" + text):
-            try:
-                url_from_row_key(key)
-            except InvalidUrl:
-                pass
-            assert isinstance(row_key_matches_host(key, "example.com"), bool)
-
-
-def test_rows_of_a_host_sort_together() -> None:
-    urls = ["http://example.com/z", "https://example.com/a", "http://www.example.com/",
-            "http://example.com:8080/", "http://example.org/", "http://aexample.com/"]
-    keys = sorted(row_key(url) for url in urls)
-    host_rows = [i for i, k in enumerate(keys) if k.startswith("com.example:")]
-    assert host_rows == list(range(host_rows[0], host_rows[0] + 3))
 
 
 def test_url_fingerprint() -> None:
@@ -396,6 +262,6 @@ def test_robots_url(url: str, expected: str) -> None:
 
 
 def test_derived_keys_reject_invalid_urls() -> None:
-    for function in (politeness_key, row_key, url_fingerprint, robots_url):
+    for function in (politeness_key, url_fingerprint, robots_url):
         with pytest.raises(InvalidUrl):
             function("not a url")
