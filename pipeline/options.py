@@ -11,7 +11,7 @@ import re
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms.fetch import FetchConfig
-from transforms.frontier import FrontierConfig
+from transforms.hostcore import FrontierConfig
 from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")

@@ -20,7 +20,8 @@ from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import trigger, window
 
 from transforms.fetch import FetchConfig
-from transforms.frontier import FrontierConfig, HostFrontier
+from transforms.frontier import HostFrontier
+from transforms.hostcore import FrontierConfig
 from transforms.records import CrawlRequest
 from transforms.urls import politeness_key
 

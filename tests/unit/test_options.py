@@ -7,7 +7,7 @@ from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOpt
 
 from pipeline.options import CrawlerOptions, robots_token
 from transforms.fetch import FetchConfig
-from transforms.frontier import FrontierConfig
+from transforms.hostcore import FrontierConfig
 from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
 
 VALID = {

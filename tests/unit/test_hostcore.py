@@ -1,0 +1,121 @@
+"""HostCore: the frontier's per-host decisions, driven by hand with an injected clock."""
+
+from __future__ import annotations
+
+from transforms.fetch import FetchConfig, LeaseOutcome, RobotsResponse
+from transforms.hostcore import LOST_LEASE_GRACE, FrontierConfig, HostCore, HostState
+from transforms.records import CrawlRequest, FetchResult
+from transforms.schedule import FrontierQueue
+
+HOST = "site.example"
+CONFIG = FrontierConfig(min_delay=1.0, lease_seconds=5.0, max_lease_urls=32, queue_capacity=4,
+                        robots_agent="beam-crawler", retry_delay=2.0,
+                        fetch=FetchConfig(total_timeout=30.0))
+
+
+def _core(config: FrontierConfig = CONFIG) -> HostCore:
+    return HostCore(config, HostState(HOST), FrontierQueue(config.queue_capacity),
+                    config.new_seen())
+
+
+def _req(path: str) -> CrawlRequest:
+    return CrawlRequest(f"https://{HOST}/{path}")
+
+
+def _done(outcome: LeaseOutcome):
+    return lambda lease_id: ("done", outcome)
+
+
+def _running(lease_id: str):
+    return "running", None
+
+
+def _robots(core: HostCore, now: float, body: bytes | None, status: int | None = 200):
+    decision = core.on_timer(_running, now)
+    lease = decision.lease
+    assert lease is not None and lease.robots_url == f"https://{HOST}/robots.txt"
+    outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(status, body, now + 0.1),
+                           (now,), now + 0.1, now + 0.1)
+    return core.on_timer(_done(outcome), now + 0.2)
+
+
+def _finish(core: HostCore, start: float, end: float, results=(), unfinished=()):
+    lease = core.state.lease
+    assert lease is not None
+    outcome = LeaseOutcome(lease.lease_id, tuple(results), tuple(unfinished), None,
+                           (start,), end, end)
+    return core.on_timer(_done(outcome), end)
+
+
+def test_accept_dedups_bounds_the_queue_and_asks_for_a_timer():
+    core = _core()
+    outcomes, wake = core.accept([_req(str(i)) for i in range(6)] + [_req("0")], now=100.0)
+    assert [o.outcome for o in outcomes] == ["queued"] * 4 + ["queue_overflow"] * 2
+    assert wake == 100.0
+    assert core.counters["dedup_dropped"] == 1 and core.counters["queue_overflow"] == 2
+    assert core.stats(100.0).queued == 4
+
+
+def test_first_lease_is_robots_then_urls_keep_the_crawl_delay_from_the_last_end():
+    core = _core()
+    core.accept([_req("a"), _req("private/x"), _req("b")], now=0.0)
+    decision = _robots(core, 0.0, b"User-agent: *\nDisallow: /private\nCrawl-delay: 2\n")
+    assert core.delay() == 2.0
+    assert decision.lease is None and decision.wake_at == 0.1 + 2.0  # robots ended at 0.1
+    decision = core.on_timer(_running, 2.1)
+    lease = decision.lease
+    assert lease is not None and [r.url for r in lease.requests] == [_req("a").url, _req("b").url]
+    assert lease.delay == 2.0 and len(lease.requests) == 2  # k = 5 s / 2 s
+    assert [o.outcome for o in decision.outcomes] == ["robots_blocked"]
+    decision = _finish(core, 2.1, 4.6)
+    assert core.state.lease is None and len(core.queue) == 0 and decision.wake_at is None
+
+
+def test_known_robots_rules_block_at_acceptance():
+    core = _core()
+    core.accept([_req("a")], now=0.0)
+    _robots(core, 0.0, b"User-agent: *\nDisallow: /private\n")
+    outcomes, _ = core.accept([_req("private/y")], now=1.0)
+    assert [o.outcome for o in outcomes] == ["robots_blocked"]
+
+
+def test_a_running_lease_is_polled_with_backoff_and_a_lost_one_is_given_back():
+    core = _core()
+    core.accept([_req("a")], now=0.0)
+    _robots(core, 0.0, b"")
+    lease = core.on_timer(_running, 1.1).lease
+    assert lease is not None
+    polls = [core.on_timer(_running, 1.2 + i).wake_at for i in range(3)]
+    assert all(p is not None for p in polls)
+    lost = core.on_timer(lambda _: ("unknown", None), lease.deadline + LOST_LEASE_GRACE + 1)
+    assert core.counters["leases_lost"] == 1
+    assert lost.lease is None and len(core.queue) == 1  # back in the queue, retried after d
+
+
+def test_unfinished_requests_go_back_first_and_results_are_emitted():
+    core = _core()
+    core.accept([_req("a"), _req("b")], now=0.0)
+    _robots(core, 0.0, b"")
+    lease = core.on_timer(_running, 1.1).lease
+    assert lease is not None
+    done = FetchResult(lease.requests[0], HOST, 1.2, lease.requests[0].url, status=200)
+    decision = _finish(core, 1.1, 1.3, results=[done], unfinished=[lease.requests[1]])
+    assert decision.results == [done] and len(core.queue) == 1
+    assert decision.wake_at == 1.3 + 1.0
+    assert core.stats(1.3).fetched == 1
+
+
+def test_unreachable_robots_is_retried_then_fails_every_queued_url():
+    core = _core()
+    core.accept([_req("a"), _req("b")], now=0.0)
+    now, outcomes, attempts = 0.0, [], []
+    for _ in range(CONFIG.robots_max_attempts):
+        attempts.append(now)
+        decision = _robots(core, now, None, status=None)
+        outcomes += decision.outcomes
+        now = max(now + 0.3, core.state.robots_retry_at)
+    assert attempts == [0.0, 0.2 + 2.0, 2.4 + 4.0]  # exponential back-off from retry_delay
+    assert sorted(o.outcome for o in outcomes) == ["error", "error"]
+    assert all(o.detail.startswith("robots_unavailable") for o in outcomes)
+    late, _ = core.accept([_req("c")], now=attempts[-1] + 1)
+    assert [o.outcome for o in late] == ["error"]  # fails fast during the error TTL

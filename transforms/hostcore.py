@@ -1,0 +1,315 @@
+"""``HostCore``: every per-host decision of the frontier, as plain Python with an injected clock.
+
+The stateful DoFn in ``transforms.frontier`` loads a host's state, calls one of the three entry
+points below and writes the state back; everything it decides is here and unit-testable without
+Beam:
+
+- ``accept(requests, now)``: dedup, robots.txt (when known), queue bound; returns the outcomes to
+  record and whether the host's timer must be armed;
+- ``on_timer(poll, now)``: harvests a finished lease (results, robots.txt rules, requeues) and
+  plans the next step: a robots.txt lease, a lease of up to ``k`` URLs, or a wait;
+- ``stats(now)``: the host's counters for the hosts table.
+
+Decisions are counted in ``counters`` (a ``collections.Counter``) which the DoFn turns into Beam
+Metrics, so the logic carries no Beam dependency.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from transforms import schedule
+from transforms.bloom import ScalableBloomFilter
+from transforms.fetch import FetchConfig, Lease, LeaseOutcome
+from transforms.records import (
+    OUTCOME_ERROR,
+    OUTCOME_QUEUE_OVERFLOW,
+    OUTCOME_QUEUED,
+    OUTCOME_ROBOTS_BLOCKED,
+    CrawlRequest,
+    FetchResult,
+    HostStats,
+    UrlOutcome,
+)
+from transforms.robots import RobotsRules, rules_from_response
+from transforms.urls import robots_url, url_fingerprint
+
+LOST_LEASE_GRACE = 2.0
+Poll = Callable[[str], tuple[str, LeaseOutcome | None]]
+
+
+@dataclass(frozen=True)
+class FrontierConfig:
+    """Settings of the host frontier (see ``pipeline.options.CrawlerOptions`` for the flags)."""
+
+    min_delay: float = 1.0
+    lease_seconds: float = 10.0
+    max_lease_urls: int = 32
+    queue_capacity: int = 100_000
+    seen_initial: int = 1024
+    seen_error_rate: float = 1e-6
+    max_seen: int = 1_000_000
+    robots_ttl: float = 24 * 3600.0
+    robots_error_ttl: float = 600.0
+    robots_max_attempts: int = 3
+    retry_delay: float = 5.0
+    robots_agent: str = "beam-crawler"
+    fetch: FetchConfig = field(default_factory=FetchConfig)
+
+    def new_seen(self) -> ScalableBloomFilter:
+        return ScalableBloomFilter(initial_capacity=self.seen_initial,
+                                   error_rate=self.seen_error_rate, max_capacity=self.max_seen)
+
+
+@dataclass
+class ActiveLease:
+    lease_id: str
+    requests: tuple[CrawlRequest, ...]
+    deadline: float
+    robots: bool
+    polls: int = 0
+
+
+@dataclass
+class HostState:
+    """Everything the frontier keeps about one host besides its queue and seen-filter."""
+
+    host: str
+    robots: RobotsRules | None = None
+    robots_attempts: int = 0
+    robots_retry_at: float = 0.0
+    robots_failed_until: float = 0.0
+    next_allowed_at: float = 0.0
+    lease: ActiveLease | None = None
+    timer_at: float | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    last_error: str = ""
+
+    def count(self, name: str, n: int = 1) -> None:
+        self.counters[name] = self.counters.get(name, 0) + n
+
+
+@dataclass
+class TimerDecision:
+    """What the DoFn does after a timer firing: emit, submit a lease, re-arm."""
+
+    results: list[FetchResult] = field(default_factory=list)
+    outcomes: list[UrlOutcome] = field(default_factory=list)
+    lease: Lease | None = None
+    wake_at: float | None = None
+    changed: bool = False
+
+
+class HostCore:
+    """The decisions of one host's frontier over its state, queue and seen-filter (mutated)."""
+
+    def __init__(self, config: FrontierConfig, state: HostState,
+                 queue: schedule.FrontierQueue, seen: ScalableBloomFilter) -> None:
+        self.config = config
+        self.state = state
+        self.queue = queue
+        self.seen = seen
+        self.seen_changed = False
+        self.counters: Counter[str] = Counter()
+
+    # -- politeness ------------------------------------------------------------------------
+
+    def delay(self) -> float:
+        robots = self.state.robots
+        crawl_delay = None
+        if robots is not None and robots.mode == "parsed":
+            crawl_delay = robots.crawl_delay(self.config.robots_agent)
+        return schedule.politeness_delay(self.config.min_delay, crawl_delay)
+
+    def fresh_robots(self, now: float) -> RobotsRules | None:
+        """The host's robots rules if they may be applied now, else None (fetch them first)."""
+        robots = self.state.robots
+        if (robots is not None and robots.mode != "disallow_all"
+                and now < robots.fetched_at + self.config.robots_ttl):
+            return robots
+        return None
+
+    # -- new URLs --------------------------------------------------------------------------
+
+    def accept(self, requests: Iterable[CrawlRequest], now: float) -> tuple[list[UrlOutcome],
+                                                                             float | None]:
+        """Dedups and queues requests. Returns the outcomes to record and when to arm the
+        host's timer (None: leave it as it is)."""
+        hs, outcomes = self.state, []
+        robots = self.fresh_robots(now)
+        for request in requests:
+            if hs.robots_failed_until > now:
+                outcomes.append(self._error(request, now, f"robots_unavailable: {hs.last_error}"))
+                continue
+            fingerprint = url_fingerprint(request.url)
+            if fingerprint in self.seen:
+                self._count("dedup_dropped")
+                continue
+            if robots is not None and not robots.allows(request.url, self.config.robots_agent):
+                self._remember(fingerprint)
+                outcomes.append(self._blocked(request, now))
+                continue
+            if self.seen.full or not self.queue.push(request):
+                self._count("overflow", counter="queue_overflow")
+                outcomes.append(self._outcome(
+                    request, OUTCOME_QUEUE_OVERFLOW, now,
+                    f"queue holds {len(self.queue)} of {self.config.queue_capacity}"))
+                continue
+            self._remember(fingerprint)
+            self._count("accepted", counter="urls_accepted")
+            outcomes.append(self._outcome(request, OUTCOME_QUEUED, now))
+        wake = None
+        if hs.lease is None and len(self.queue) and (hs.timer_at is None
+                                                     or hs.timer_at < now - 30):
+            wake = max(now, hs.next_allowed_at)
+        return outcomes, wake
+
+    # -- leases ----------------------------------------------------------------------------
+
+    def on_timer(self, poll: Poll, now: float) -> TimerDecision:
+        """Harvests the host's lease if it is done, then starts the next one or waits."""
+        hs, decision = self.state, TimerDecision()
+        hs.timer_at = None
+        if hs.lease is not None:
+            status, outcome = poll(hs.lease.lease_id)
+            if outcome is not None:
+                self._apply_outcome(outcome, now, decision)
+                decision.changed = True
+            elif now < hs.lease.deadline + LOST_LEASE_GRACE:
+                wait = (schedule.next_poll_delay(hs.lease.polls) if status == "running"
+                        else hs.lease.deadline + LOST_LEASE_GRACE - now)
+                hs.lease.polls += 1
+                decision.wake_at = now + wait
+            else:  # the outcome is lost: put the URLs back; the deadline means no open request
+                self.counters["leases_lost"] += 1
+                self.counters["urls_requeued"] += len(hs.lease.requests)
+                self.queue.push_front(hs.lease.requests)
+                hs.lease = None
+                hs.next_allowed_at = now + self.delay()
+                decision.changed = True
+        if hs.lease is None:
+            self._plan(now, decision)
+            decision.changed = True
+        hs.timer_at = decision.wake_at
+        return decision
+
+    def _apply_outcome(self, outcome: LeaseOutcome, now: float,
+                       decision: TimerDecision) -> None:
+        hs = self.state
+        hs.lease = None
+        if outcome.robots is not None:
+            self._apply_robots(outcome, now, decision)
+        for result in outcome.results:
+            if result.status is not None:
+                self._count("fetched", counter="pages_fetched")
+                self._count("bytes", result.content_length, counter="bytes_fetched")
+            if result.error:
+                self._count("errors", counter=f"fetch_error_{result.error}")
+                hs.last_error = f"{result.error}: {result.error_detail or ''}"[:200]
+            decision.results.append(result)
+        if outcome.unfinished:
+            self.counters["urls_requeued"] += len(outcome.unfinished)
+            self.queue.push_front(outcome.unfinished)
+        hs.next_allowed_at = schedule.next_lease_time(outcome.last_end, self.delay(), now)
+
+    def _apply_robots(self, outcome: LeaseOutcome, now: float, decision: TimerDecision) -> None:
+        hs, cfg, response = self.state, self.config, outcome.robots
+        assert response is not None
+        rules = rules_from_response(response.status, response.body, response.fetched_at,
+                                    response.error)
+        hs.robots = rules
+        self.counters["robots_fetched"] += 1
+        if rules.mode != "disallow_all":
+            hs.robots_attempts = 0
+            return
+        hs.robots_attempts += 1
+        hs.last_error = f"robots.txt {response.status or response.error}"
+        if hs.robots_attempts < cfg.robots_max_attempts:
+            hs.robots_retry_at = now + schedule.retry_backoff(hs.robots_attempts, cfg.retry_delay)
+            return
+        # RFC 9309: an unreachable robots.txt means "disallow all". After the last attempt every
+        # queued URL ends with an error; new URLs fail fast until the error TTL passes.
+        hs.robots_attempts = 0
+        hs.robots_failed_until = hs.robots_retry_at = now + cfg.robots_error_ttl
+        for request in self.queue.drain():
+            self.counters["robots_unavailable"] += 1
+            decision.outcomes.append(self._error(request, now,
+                                                 f"robots_unavailable: {hs.last_error}"))
+
+    def _plan(self, now: float, decision: TimerDecision) -> None:
+        """Chooses the next step of an idle host: nothing, wait, robots.txt, or a lease."""
+        hs, cfg = self.state, self.config
+        if not len(self.queue):
+            return
+        start = max(now, hs.next_allowed_at)
+        robots = self.fresh_robots(now)
+        if robots is None:
+            start = max(start, hs.robots_retry_at)
+            if start > now:
+                decision.wake_at = start
+                return
+            head = self.queue.peek()
+            assert head is not None
+            self._start(Lease(Lease.new_id(), hs.host, (), now, 0.0,
+                              now + cfg.fetch.total_timeout, robots_url(head.url)), decision)
+            return
+        if start > now:
+            decision.wake_at = start
+            return
+        delay = self.delay()
+        k = schedule.lease_size(delay, cfg.lease_seconds, cfg.max_lease_urls)
+        batch: list[CrawlRequest] = []
+        while len(self.queue) and len(batch) < k:
+            for request in self.queue.pop(k - len(batch)):
+                if robots.allows(request.url, cfg.robots_agent):
+                    batch.append(request)
+                else:
+                    decision.outcomes.append(self._blocked(request, now))
+        if not batch:
+            return
+        deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
+        self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline), decision)
+
+    def _start(self, lease: Lease, decision: TimerDecision) -> None:
+        self.counters["leases_started"] += 1
+        self.state.lease = ActiveLease(lease.lease_id, lease.requests, lease.deadline,
+                                       robots=lease.robots_url is not None)
+        decision.lease = lease
+        decision.wake_at = schedule.expected_lease_end(lease.start_at, max(1, len(
+            lease.requests)), lease.delay)
+
+    # -- bookkeeping -----------------------------------------------------------------------
+
+    def stats(self, now: float) -> HostStats:
+        hs, c = self.state, self.state.counters
+        return HostStats(
+            host=hs.host, updated_at=now, fetched=c.get("fetched", 0),
+            errors=c.get("errors", 0), bytes=c.get("bytes", 0),
+            robots_blocked=c.get("robots_blocked", 0), dedup_dropped=c.get("dedup_dropped", 0),
+            overflow=c.get("overflow", 0), accepted=c.get("accepted", 0), queued=len(self.queue),
+            lease_active=hs.lease is not None, delay=self.delay(),
+            robots_status=hs.robots.mode if hs.robots else "unknown", last_error=hs.last_error)
+
+    def _count(self, name: str, n: int = 1, counter: str | None = None) -> None:
+        """Counts in the host's cumulative state and in this call's metrics."""
+        self.state.count(name, n)
+        self.counters[counter or name] += n
+
+    def _remember(self, fingerprint: bytes) -> None:
+        if not self.seen.full:
+            self.seen.add(fingerprint)
+            self.seen_changed = True
+
+    def _outcome(self, request: CrawlRequest, outcome: str, now: float,
+                 detail: str = "") -> UrlOutcome:
+        return UrlOutcome(request, self.state.host, outcome, now, detail)
+
+    def _blocked(self, request: CrawlRequest, now: float) -> UrlOutcome:
+        self._count("robots_blocked")
+        return self._outcome(request, OUTCOME_ROBOTS_BLOCKED, now, "robots.txt")
+
+    def _error(self, request: CrawlRequest, now: float, detail: str) -> UrlOutcome:
+        self._count("errors")
+        return self._outcome(request, OUTCOME_ERROR, now, detail)
