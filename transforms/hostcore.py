@@ -151,7 +151,7 @@ class HostCore:
                 self._remember(fingerprint)
                 outcomes.append(self._blocked(request, now))
                 continue
-            if self.seen.full or not self.queue.push(request):
+            if self.seen.full or not self.queue.push(request, now):
                 self._count("overflow", counter="queue_overflow")
                 outcomes.append(self._outcome(
                     request, OUTCOME_QUEUE_OVERFLOW, now,

@@ -68,41 +68,55 @@ def retry_backoff(attempt: int, base: float, cap: float = 3600.0) -> float:
     return min(cap, base * (2 ** max(0, attempt - 1)))
 
 
+def queue_rank(priority: int, depth: int, enqueued_at: float, aging_seconds: float) -> float:
+    """A request's place in its host's queue: lower is fetched first.
+
+    ``depth - priority + enqueued_at / aging_seconds``: breadth-first by default (one depth level
+    weighs one priority point), a higher priority jumps ahead, and waiting ``aging_seconds`` is
+    worth one priority point, so a low-priority URL is overtaken by at most
+    ``(priority gap) * aging_seconds`` seconds of later arrivals and never starves.
+    """
+    return depth - priority + enqueued_at / aging_seconds
+
+
 @dataclass
 class FrontierQueue:
-    """A host's bounded queue of pending requests.
+    """A host's bounded queue of pending requests, ordered by ``queue_rank`` then arrival.
 
-    Ordered by priority (higher first), then depth (breadth-first), then arrival. ``push`` refuses
-    a request when the queue holds ``capacity`` entries; the caller records the overflow.
+    ``push`` refuses a request when the queue holds ``capacity`` entries; the caller records the
+    overflow. ``boost`` is the host's priority boost from the policy.
     """
 
     capacity: int
-    _heap: list[tuple[int, int, int, CrawlRequest]] = field(default_factory=list)
+    aging_seconds: float = 60.0
+    _heap: list[tuple[float, int, CrawlRequest]] = field(default_factory=list)
     _seq: int = 0
 
     def __len__(self) -> int:
         return len(self._heap)
 
-    def push(self, request: CrawlRequest) -> bool:
+    def push(self, request: CrawlRequest, now: float = 0.0, boost: int = 0) -> bool:
         """Adds a request; returns False (and adds nothing) when the queue is full."""
         if len(self._heap) >= self.capacity:
             return False
         self._seq += 1
-        heapq.heappush(self._heap, (-request.priority, request.depth, self._seq, request))
+        rank = queue_rank(request.priority + boost, request.depth, now, self.aging_seconds)
+        heapq.heappush(self._heap, (rank, self._seq, request))
         return True
 
     def push_front(self, requests: Iterable[CrawlRequest]) -> None:
-        """Puts back requests a lease did not get to; they may exceed the capacity briefly."""
-        for request in requests:
+        """Puts back requests a lease did not get to (ahead of everything, in their order); they
+        may exceed the capacity briefly."""
+        front = self._heap[0][0] if self._heap else 0.0
+        for i, request in enumerate(requests):
             self._seq += 1
-            heapq.heappush(self._heap, (-request.priority - 1_000_000, request.depth, self._seq,
-                                        request))
+            heapq.heappush(self._heap, (front - 1e9 + i, self._seq, request))
 
     def pop(self, n: int) -> list[CrawlRequest]:
         """Removes and returns up to ``n`` requests in order."""
         out: list[CrawlRequest] = []
         while self._heap and len(out) < n:
-            out.append(heapq.heappop(self._heap)[3])
+            out.append(heapq.heappop(self._heap)[2])
         return out
 
     def drain(self) -> list[CrawlRequest]:
@@ -110,4 +124,4 @@ class FrontierQueue:
         return self.pop(len(self._heap))
 
     def peek(self) -> CrawlRequest | None:
-        return self._heap[0][3] if self._heap else None
+        return self._heap[0][2] if self._heap else None

@@ -70,3 +70,25 @@ def test_returned_requests_go_first():
     assert q.pop(1)[0].url.endswith("back")
     assert q.peek().url.endswith("new")
     assert [r.url for r in q.drain()] == ["http://h/new"] and len(q) == 0
+
+
+def test_aging_means_a_low_priority_url_is_never_starved():
+    """High-priority URLs keep arriving (one a second, priority 10); the priority-0 URL that
+    came first is still fetched, after about 10 priority points x aging_seconds."""
+    q = schedule.FrontierQueue(capacity=10_000, aging_seconds=6.0)
+    q.push(_r("low", 0, 0), now=0.0)
+    fetched_at = None
+    for second in range(1, 200):
+        q.push(_r(f"high{second}", 0, 10), now=float(second))
+        (head,) = q.pop(1)  # one fetch a second
+        if head.url.endswith("/low"):
+            fetched_at = second
+            break
+    assert fetched_at is not None and 55 <= fetched_at <= 65
+
+
+def test_the_host_boost_moves_a_host_s_urls_ahead():
+    q = schedule.FrontierQueue(capacity=10)
+    q.push(_r("plain", 0, 0), now=0.0)
+    q.push(_r("boosted", 0, 0), now=0.0, boost=3)
+    assert q.pop(1)[0].url.endswith("boosted")
