@@ -16,17 +16,21 @@ Metrics, so the logic carries no Beam dependency.
 
 from __future__ import annotations
 
+import dataclasses
+import random
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from transforms import schedule
+from transforms import retry, schedule
 from transforms.bloom import ScalableBloomFilter
+from transforms.content import header
 from transforms.fetch import FetchConfig, Lease, LeaseOutcome
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_QUEUE_OVERFLOW,
     OUTCOME_QUEUED,
+    OUTCOME_RETRY,
     OUTCOME_ROBOTS_BLOCKED,
     CrawlRequest,
     FetchResult,
@@ -86,6 +90,7 @@ class HostState:
     timer_at: float | None = None
     counters: dict[str, int] = field(default_factory=dict)
     last_error: str = ""
+    backoff: retry.HostBackoff = field(default_factory=retry.HostBackoff)
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -106,8 +111,10 @@ class HostCore:
     """The decisions of one host's frontier over its state, queue and seen-filter (mutated)."""
 
     def __init__(self, config: FrontierConfig, state: HostState,
-                 queue: schedule.FrontierQueue, seen: ScalableBloomFilter) -> None:
+                 queue: schedule.FrontierQueue, seen: ScalableBloomFilter,
+                 rng: random.Random | None = None) -> None:
         self.config = config
+        self.rng = rng or random.Random()
         self.state = state
         self.queue = queue
         self.seen = seen
@@ -116,12 +123,17 @@ class HostCore:
 
     # -- politeness ------------------------------------------------------------------------
 
-    def delay(self) -> float:
+    def delay(self, now: float | None = None) -> float:
+        """Seconds between requests: ours or the site's Crawl-delay, stretched while the host is
+        backing off after failures (``transforms.retry.HostBackoff``)."""
         robots = self.state.robots
         crawl_delay = None
         if robots is not None and robots.mode == "parsed":
             crawl_delay = robots.crawl_delay(self.config.robots_agent)
-        return schedule.politeness_delay(self.config.min_delay, crawl_delay)
+        base = schedule.politeness_delay(self.config.min_delay, crawl_delay)
+        if now is None:
+            return base
+        return retry.effective_delay(self.state.backoff, base, now)
 
     def fresh_robots(self, now: float) -> RobotsRules | None:
         """The host's robots rules if they may be applied now, else None (fetch them first)."""
@@ -187,7 +199,7 @@ class HostCore:
                 self.counters["urls_requeued"] += len(hs.lease.requests)
                 self.queue.push_front(hs.lease.requests)
                 hs.lease = None
-                hs.next_allowed_at = now + self.delay()
+                hs.next_allowed_at = now + self.delay(now)
                 decision.changed = True
         if hs.lease is None:
             self._plan(now, decision)
@@ -202,17 +214,42 @@ class HostCore:
         if outcome.robots is not None:
             self._apply_robots(outcome, now, decision)
         for result in outcome.results:
-            if result.status is not None:
-                self._count("fetched", counter="pages_fetched")
-                self._count("bytes", result.content_length, counter="bytes_fetched")
-            if result.error:
-                self._count("errors", counter=f"fetch_error_{result.error}")
-                hs.last_error = f"{result.error}: {result.error_detail or ''}"[:200]
-            decision.results.append(result)
+            self._apply_result(result, now, decision)
         if outcome.unfinished:
             self.counters["urls_requeued"] += len(outcome.unfinished)
             self.queue.push_front(outcome.unfinished)
-        hs.next_allowed_at = schedule.next_lease_time(outcome.last_end, self.delay(), now)
+        hs.next_allowed_at = schedule.next_lease_time(outcome.last_end, self.delay(now), now)
+
+    def _apply_result(self, result: FetchResult, now: float, decision: TimerDecision) -> None:
+        """Counts a fetch, retries transient failures (at most ``retry.MAX_ATTEMPTS`` attempts)
+        and moves the host's back-off: failures that mean "slow down" stretch the delay for all
+        of the host's URLs, an answer shrinks it again."""
+        hs = self.state
+        attempts = result.request.attempt + 1
+        if retry.slows_host(result.status, result.error):
+            retry_after = retry.parse_retry_after(header(result.headers, "Retry-After"), now)
+            hs.backoff = retry.on_failure(hs.backoff, now, retry_after, self.config.retry_delay,
+                                          self.rng)
+            self.counters["host_backoffs"] += 1
+        elif result.status is not None:
+            hs.backoff = retry.on_success(hs.backoff)
+        if retry.should_retry(attempts, result.status, result.error):
+            problem = result.error or f"HTTP {result.status}"
+            hs.last_error = f"{problem}: {result.error_detail or ''}"[:200]
+            self.counters["retries"] += 1
+            self.queue.push_front([dataclasses.replace(result.request, attempt=attempts)])
+            decision.outcomes.append(self._outcome(
+                result.request, OUTCOME_RETRY, now,
+                f"{problem} (attempt {attempts} of {retry.MAX_ATTEMPTS})"))
+            return
+        if result.status is not None:
+            self._count("fetched", counter="pages_fetched")
+            self._count("bytes", result.content_length, counter="bytes_fetched")
+        if result.error or retry.is_transient(result.status, None):
+            kind = result.error or f"http_{result.status}"
+            self._count("errors", counter=f"fetch_error_{kind}")
+            hs.last_error = f"{kind}: {result.error_detail or ''}"[:200]
+        decision.results.append(result)
 
     def _apply_robots(self, outcome: LeaseOutcome, now: float, decision: TimerDecision) -> None:
         hs, cfg, response = self.state, self.config, outcome.robots
@@ -258,7 +295,7 @@ class HostCore:
         if start > now:
             decision.wake_at = start
             return
-        delay = self.delay()
+        delay = self.delay(now)
         k = schedule.lease_size(delay, cfg.lease_seconds, cfg.max_lease_urls)
         batch: list[CrawlRequest] = []
         while len(self.queue) and len(batch) < k:

@@ -18,9 +18,15 @@ OUTCOME_REDIRECT = "redirect"  # 3xx whose target went back through the frontier
 OUTCOME_ERROR = "error"  # no usable response after the allowed attempts
 OUTCOME_ROBOTS_BLOCKED = "robots_blocked"
 OUTCOME_QUEUE_OVERFLOW = "queue_overflow"
+OUTCOME_FILTERED = "filtered"  # a policy filter or trap rule refused it (reason in f:detail)
+OUTCOME_BUDGET = "budget_exceeded"  # the host's page budget is spent
+OUTCOME_NOT_MODIFIED = "not_modified"  # a conditional GET answered 304
+OUTCOME_FRESH = "fresh"  # submitted again before its next-fetch time
+OUTCOME_RETRY = "retry_scheduled"  # non-terminal: a transient failure, fetched again later
 TERMINAL_OUTCOMES = frozenset({
     OUTCOME_FETCHED, OUTCOME_NOT_STORED, OUTCOME_REDIRECT, OUTCOME_ERROR,
-    OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW,
+    OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW, OUTCOME_FILTERED, OUTCOME_BUDGET,
+    OUTCOME_NOT_MODIFIED, OUTCOME_FRESH,
 })
 
 

@@ -119,3 +119,64 @@ def test_unreachable_robots_is_retried_then_fails_every_queued_url():
     assert all(o.detail.startswith("robots_unavailable") for o in outcomes)
     late, _ = core.accept([_req("c")], now=attempts[-1] + 1)
     assert [o.outcome for o in late] == ["error"]  # fails fast during the error TTL
+
+
+def _result(request: CrawlRequest, status: int | None, error: str | None = None,
+            headers: tuple[tuple[str, str], ...] = ()) -> FetchResult:
+    return FetchResult(request, HOST, 0.0, request.url, status=status, error=error,
+                       headers=headers, outcome="error" if error else "not_stored")
+
+
+def _lease_now(core: HostCore, now: float):
+    decision = core.on_timer(_running, now)
+    assert decision.lease is not None, decision
+    return decision.lease
+
+
+def test_transient_failures_are_retried_three_times_and_slow_the_whole_host():
+    import random
+
+    core = HostCore(CONFIG, HostState(HOST), FrontierQueue(10), CONFIG.new_seen(),
+                    rng=random.Random(7))
+    core.accept([_req("flaky")], now=0.0)
+    _robots(core, 0.0, b"")
+    now = 1.1
+    seen_attempts = []
+    for attempt in range(3):
+        (flaky,) = _lease_now(core, now).requests
+        seen_attempts.append(flaky.attempt)
+        decision = _finish(core, now, now + 0.1, results=[_result(
+            flaky, 503, headers=(("Retry-After", "10"),))])
+        assert core.state.backoff.consecutive_failures == attempt + 1
+        assert core.state.next_allowed_at >= now + 0.1 + 10  # Retry-After honoured host-wide
+        now = core.state.next_allowed_at
+    assert seen_attempts == [0, 1, 2]
+    assert [o.outcome for o in decision.outcomes] == []  # the third failure is final
+    assert [r.status for r in decision.results] == [503]
+    assert core.counters["retries"] == 2 and core.state.counters["errors"] == 1
+
+
+def test_a_host_that_answers_again_recovers_its_delay():
+    core = _core()
+    core.accept([_req("a"), _req("b"), _req("c")], now=0.0)
+    _robots(core, 0.0, b"")
+    lease = _lease_now(core, 1.1)
+    a, b, c = lease.requests
+    _finish(core, 1.1, 1.2, results=[_result(a, None, "timeout")], unfinished=[b, c])
+    slowed = core.delay(core.state.next_allowed_at)
+    assert slowed > CONFIG.min_delay
+    lease = _lease_now(core, core.state.next_allowed_at)
+    ok = [_result(r, 200) for r in lease.requests]
+    _finish(core, core.state.next_allowed_at, core.state.next_allowed_at + 0.1, results=ok)
+    assert core.state.backoff.consecutive_failures == 0
+    assert core.delay(1e9) < slowed
+
+
+def test_client_errors_are_final_at_once():
+    core = _core()
+    core.accept([_req("gone")], now=0.0)
+    _robots(core, 0.0, b"")
+    (gone,) = _lease_now(core, 1.1).requests
+    decision = _finish(core, 1.1, 1.2, results=[_result(gone, 404)])
+    assert [r.status for r in decision.results] == [404] and not decision.outcomes
+    assert core.state.backoff.consecutive_failures == 0
