@@ -20,6 +20,8 @@ setup(
         "google-cloud-storage>=2.10",
         "google-cloud-pubsub>=2.18",
         "datasketch>=1.6",
+        "aioftp>=0.22",
+        "pyyaml>=6",
     ],
     extras_require={"local": ["gcp-storage-emulator>=2024.0"],
                     "test": ["pytest", "pytest-timeout"]},

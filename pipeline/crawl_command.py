@@ -6,22 +6,28 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from pathlib import Path
 
 from pipeline.cli import local_pipeline_args
 from pipeline.demo_site import DemoSite
 from pipeline.local_stack import start_local_stack, stop_local_stack
 from pipeline.main import run
+from pipeline.options import CrawlerOptions
 from pipeline.seeding import publish_seeds
-from pipeline.server_log import politeness_report
+from pipeline.server_log import crawlable_paths, politeness_report
 
-DEMO_DEFAULTS = {"--min_delay": "0.2", "--idle_timeout": "8", "--warc_roll_seconds": "3"}
-WEB_DEFAULTS = {"--max_pages": "200"}
+DEMO_DEFAULTS: dict[str, str | None] = {
+    "--min_delay": "0.2", "--idle_timeout": "8", "--warc_roll_seconds": "3",
+    "--allow_private_networks": None,  # the demo site is on loopback; the SSRF guard is on
+}
+WEB_DEFAULTS: dict[str, str | None] = {"--max_pages": "200"}
 
 
-def _with_defaults(argv: list[str], defaults: dict[str, str]) -> list[str]:
-    given = {a.split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
-    return [f"{k}={v}" for k, v in defaults.items() if k not in given] + argv
+def _with_defaults(argv: list[str], defaults: dict[str, str | None]) -> list[str]:
+    """Flags from ``defaults`` the user did not give (None: a switch without a value)."""
+    given = {"--" + a.split("=", 1)[0][2:].replace("-", "_") for a in argv if a.startswith("--")}
+    return [k if v is None else f"{k}={v}" for k, v in defaults.items() if k not in given] + argv
 
 
 def crawl(args: argparse.Namespace, beam_argv: list[str], state_dir: Path) -> int:
@@ -45,14 +51,17 @@ def crawl(args: argparse.Namespace, beam_argv: list[str], state_dir: Path) -> in
         if not report.published_urls:
             return 2
         print(f"seeded {report.published_urls} URLs; crawling ...", flush=True)
-        summary = run(local_pipeline_args(stack, beam_argv))
+        pipeline_args = local_pipeline_args(stack, beam_argv)
+        policy = CrawlerOptions(pipeline_args).policy()
+        summary = run(pipeline_args)
         if site is not None:
             print("\nThe demo servers' own request logs:")
             for host in site.hosts:
                 log = site.requests(host)
                 rep = politeness_report(log)
                 got = {r.path for r in log}
-                expected = site.expected_fetch_paths(host)
+                expected = crawlable_paths(host, site.expected_fetch_paths(host),
+                                           policy.for_host(host.split("//", 1)[1]), time.time())
                 gap = f"{rep.min_gap:.3f} s" if rep.min_gap is not None else "-"
                 print(f"  {host}: {rep.requests} requests, {len(expected & got)}/{len(expected)}"
                       f" expected paths, {len(got & site.disallowed_paths(host))} disallowed, "

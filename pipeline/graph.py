@@ -59,7 +59,8 @@ class CrawlCore(beam.PTransform):
         ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests()
         frontier = ingest.requests | "HostFrontier" >> HostFrontier(
             self._options.frontier_config())
-        extract = frontier.fetched | "ExtractLinks" >> ExtractLinks()
+        extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
+            self._options.frontier_config().robots_agent)
         stored = extract.pages | "WriteWarc" >> WriteWarc(
             o["warc_prefix"], o["warc_roll_bytes"], o["warc_roll_seconds"], o["warc_shards"])
         return CrawlOutputs(frontier.fetched, frontier.outcomes, frontier.stats, stored,

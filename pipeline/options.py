@@ -6,12 +6,15 @@ as the CLI documents). Unknown flags are left for Beam's own options, never drop
 
 from __future__ import annotations
 
+import dataclasses
 import re
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from transforms.fetch import FetchConfig
 from transforms.hostcore import FrontierConfig
+from transforms.policy import DEFAULT_POLICY, Policy, load_policy
+from transforms.robots import product_token
 from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
@@ -55,9 +58,13 @@ class CrawlerOptions(PipelineOptions):
                    "(default: 10).")
         _flag(parser, "warc_shards", type=int, default=4,
               help="Number of concurrent WARC writers (default: 4).")
-        _flag(parser, "min_delay", type=float, default=1.0,
-              help="Minimum seconds between request starts to one host; a larger robots.txt "
-                   "Crawl-delay wins (default: 1.0).")
+        _flag(parser, "policy", default=None,
+              help="Crawl policy file (YAML or JSON): defaults and per-host or per-domain "
+                   "overrides of delays, budgets, depth, filters, traps, priorities, user agent; "
+                   "see transforms/policy.py, e.g. policy.yaml (default: built-in defaults).")
+        _flag(parser, "min_delay", type=float, default=None,
+              help="Minimum seconds between requests to one host, overriding the policy's "
+                   "default; a larger robots.txt Crawl-delay wins (default: the policy's, 1.0).")
         _flag(parser, "lease_seconds", type=float, default=10.0,
               help="Target length of a host lease in seconds; a lease carries "
                    "lease_seconds / delay URLs (default: 10).")
@@ -85,6 +92,9 @@ class CrawlerOptions(PipelineOptions):
               help="Total seconds per request (default: 30).")
         _flag(parser, "max_body_bytes", type=int, default=10 * 1024 * 1024,
               help="Bodies are truncated at this many bytes and marked (default: 10485760).")
+        _flag(parser, "allow_private_networks", action="store_true", default=False,
+              help="Allow connections to loopback, private, link-local and metadata addresses. "
+                   "Off by default (SSRF guard); the local demo and the tests turn it on.")
         _flag(parser, "max_redirects", type=int, default=5,
               help="Same-host redirect hops followed per URL (default: 5).")
         _flag(parser, "max_pages", type=int, default=0,
@@ -107,7 +117,7 @@ class CrawlerOptions(PipelineOptions):
         if not (o["bigtable_project"] or o.get("project")):
             raise ValueError("--bigtable_project or --project is required")
         for name in ("min_delay", "retry_delay"):
-            if o[name] < 0:
+            if o[name] is not None and o[name] < 0:
                 raise ValueError(f"--{name} must be >= 0, got {o[name]}")
         for name in ("lease_seconds", "robots_ttl", "connect_timeout", "read_timeout",
                      "fetch_timeout", "warc_roll_seconds", "idle_timeout"):
@@ -135,6 +145,16 @@ class CrawlerOptions(PipelineOptions):
             raise ValueError("--idle_timeout must exceed --warc_roll_seconds by more than 1 s so "
                              "the last WARC file is written before a local run stops")
 
+    def policy(self) -> Policy:
+        """The crawl policy: the ``--policy`` file (validated; raises ``PolicyError``, a
+        ValueError) or the defaults, with ``--min_delay`` applied to the defaults if given."""
+        o = self.get_all_options()
+        policy = load_policy(o["policy"]) if o["policy"] else DEFAULT_POLICY
+        if o["min_delay"] is not None:
+            defaults = dataclasses.replace(policy.defaults, min_delay=o["min_delay"])
+            policy = dataclasses.replace(policy, defaults=defaults)
+        return policy
+
     @property
     def bigtable_project_id(self) -> str:
         o = self.get_all_options()
@@ -144,16 +164,11 @@ class CrawlerOptions(PipelineOptions):
         o = self.get_all_options()
         fetch = FetchConfig(user_agent=o["crawl_user_agent"], connect_timeout=o["connect_timeout"],
                             read_timeout=o["read_timeout"], total_timeout=o["fetch_timeout"],
-                            max_body_bytes=o["max_body_bytes"], max_redirects=o["max_redirects"])
+                            max_body_bytes=o["max_body_bytes"], max_redirects=o["max_redirects"],
+                            allow_private_networks=o["allow_private_networks"])
         return FrontierConfig(
-            min_delay=o["min_delay"], lease_seconds=o["lease_seconds"],
+            policy=self.policy(), lease_seconds=o["lease_seconds"],
             max_lease_urls=o["max_lease_urls"], queue_capacity=o["max_queue_per_host"],
             max_seen=o["max_seen_per_host"], seen_error_rate=o["seen_error_rate"],
             robots_ttl=o["robots_ttl"], retry_delay=o["retry_delay"],
-            robots_agent=robots_token(o["crawl_user_agent"]), fetch=fetch)
-
-
-def robots_token(user_agent: str) -> str:
-    """The product token of a User-Agent (``beam-crawler/0.1 (+url)`` -> ``beam-crawler``)."""
-    token = user_agent.split("/", 1)[0].strip()
-    return token.split()[0] if token else "*"
+            robots_agent=product_token(o["crawl_user_agent"]), fetch=fetch)

@@ -6,10 +6,13 @@ same evidence the tests assert: concurrency per host, gaps between request start
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol
+
+from transforms.filters import first_rejection
+from transforms.policy import HostPolicy
 
 
 class Request(Protocol):
@@ -54,6 +57,13 @@ def min_start_gap(requests: Sequence[Request]) -> float | None:
     if len(starts) < 2:
         return None
     return min(b - a for a, b in pairwise(starts))
+
+
+def crawlable_paths(base_url: str, paths: Iterable[str], policy: HostPolicy, now: float
+                    ) -> set[str]:
+    """The paths a crawl with ``policy`` should fetch: the policy's filters (media extensions,
+    traps, deny patterns) keep the others out of the frontier."""
+    return {p for p in paths if first_rejection(base_url + p, 0, policy, now) is None}
 
 
 def politeness_report(requests: Sequence[Request]) -> PolitenessReport:

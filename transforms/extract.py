@@ -1,8 +1,12 @@
 """``ExtractLinks``: fetched HTML -> parsed pages (title, outlinks) and the links to crawl next.
 
 The HTML work is ``transforms.links.extract_html`` (selectolax); this module decodes the body's
-content-coding, canonicalizes links, honours ``<meta name="robots" content="nofollow">`` and turns
-cross-host redirects into requests so they go back through the frontier.
+content-coding, canonicalizes links and applies page-level robots directives
+(``transforms.robots_meta``: ``<meta name="robots">``, ``<meta name="<our token>">`` and
+``X-Robots-Tag``, per-user-agent forms included): ``nofollow`` keeps every link of the page out
+of the frontier, ``noindex`` marks the page (stored, not exported for indexing). Links with
+``rel=nofollow`` are never followed; ``rel=canonical`` is recorded and, unless the page is
+nofollow, enqueued. Cross-host redirects become requests so they go back through the frontier.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ from apache_beam.metrics import Metrics
 from transforms.content import decode_content, header
 from transforms.links import extract_html
 from transforms.records import CrawlRequest, FetchResult, ParsedPage
+from transforms.robots_meta import meta_contents, page_directives, x_robots_tags
 from transforms.urls import InvalidUrl, canonicalize_url
 from transforms.warc import payload_checksum
 
@@ -42,24 +47,41 @@ def outlink_requests(page: FetchResult, links: tuple[str, ...]) -> list[CrawlReq
     return out
 
 
-def parse_page(result: FetchResult) -> tuple[ParsedPage, list[CrawlRequest]]:
+def parse_page(result: FetchResult, user_agent: str) -> tuple[ParsedPage, list[CrawlRequest]]:
     """Parses a stored HTML page; returns it with the requests for its followable links."""
     body = result.body or b""
     decoded, _ = decode_content(body, header(result.headers, "Content-Encoding"),
                                 MAX_DECODED_BYTES)
     info = extract_html(decoded, result.final_url, result.content_type)
-    follow = not ({"nofollow", "none"} & set(info.meta_robots))
-    requests = outlink_requests(result, info.links) if follow else []
-    page = ParsedPage(result, info.title, tuple(r.url for r in requests) if follow else (),
-                      payload_checksum(body))
+    directives = page_directives(meta_contents(info.meta_names), x_robots_tags(result.headers),
+                                 user_agent)
+    canonical = None
+    if info.canonical:
+        try:
+            canonical = canonicalize_url(info.canonical)
+        except InvalidUrl:
+            canonical = None
+    requests = []
+    if not directives.nofollow:
+        links = info.links + ((canonical,) if canonical and canonical != result.final_url
+                              else ())
+        requests = outlink_requests(result, links)
+    page = ParsedPage(result, info.title, tuple(r.url for r in requests), payload_checksum(body),
+                      noindex=directives.noindex, nofollow=directives.nofollow,
+                      canonical=canonical)
     return page, requests
 
 
 class _ExtractFn(beam.DoFn):
+    def __init__(self, user_agent: str) -> None:
+        self._user_agent = user_agent
+
     def setup(self) -> None:
         self._pages = Metrics.counter(METRICS_NAMESPACE, "pages_parsed")
         self._links = Metrics.counter(METRICS_NAMESPACE, "links_discovered")
         self._redirects = Metrics.counter(METRICS_NAMESPACE, "redirects_to_frontier")
+        self._nofollow = Metrics.counter(METRICS_NAMESPACE, "pages_nofollow")
+        self._noindex = Metrics.counter(METRICS_NAMESPACE, "pages_noindex")
 
     def process(self, result: FetchResult) -> Iterator[Any]:
         if result.redirect_to is not None:
@@ -70,8 +92,12 @@ class _ExtractFn(beam.DoFn):
         if result.body is None:
             yield beam.pvalue.TaggedOutput(UNSTORED_TAG, result)
             return
-        page, requests = parse_page(result)
+        page, requests = parse_page(result, self._user_agent)
         self._pages.inc()
+        if page.nofollow:
+            self._nofollow.inc()
+        if page.noindex:
+            self._noindex.inc()
         self._links.inc(len(requests))
         yield page
         for request in requests:
@@ -85,9 +111,16 @@ class ExtractOutputs(NamedTuple):
 
 
 class ExtractLinks(beam.PTransform):
-    """FetchResults -> parsed pages, discovered links, and results that are not stored."""
+    """FetchResults -> parsed pages, discovered links, and results that are not stored.
+
+    ``user_agent`` selects the crawler-specific robots meta names and X-Robots-Tag forms.
+    """
+
+    def __init__(self, user_agent: str = "beam-crawler") -> None:
+        super().__init__()
+        self._user_agent = user_agent
 
     def expand(self, results: beam.PCollection) -> ExtractOutputs:
-        outputs = results | "ParseHtml" >> beam.ParDo(_ExtractFn()).with_outputs(
+        outputs = results | "ParseHtml" >> beam.ParDo(_ExtractFn(self._user_agent)).with_outputs(
             LINKS_TAG, UNSTORED_TAG, main="pages")
         return ExtractOutputs(outputs.pages, outputs[LINKS_TAG], outputs[UNSTORED_TAG])

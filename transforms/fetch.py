@@ -38,6 +38,13 @@ from transforms.records import (
     CrawlRequest,
     FetchResult,
 )
+from transforms.ssrf import (
+    SSRF_ERROR_KIND,
+    GuardedResolver,
+    check_url_target,
+    guarded_socket_factory,
+    is_ssrf_error,
+)
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
 _LOG = logging.getLogger(__name__)
@@ -59,6 +66,9 @@ class FetchConfig:
     max_redirects: int = 5
     min_request_window: float = 0.5
     max_connections: int = 512
+    # SSRF guard: no connection to loopback, private, link-local, multicast or metadata
+    # addresses (checked on the URL, after DNS resolution and on every redirect hop).
+    allow_private_networks: bool = False
 
 
 @dataclass(frozen=True)
@@ -75,6 +85,7 @@ class Lease:
     delay: float
     deadline: float
     robots_url: str | None = None
+    user_agent: str | None = None  # the host's policy may set its own; None: the session's
 
     @staticmethod
     def new_id() -> str:
@@ -141,6 +152,10 @@ class _Gate:
         self.starts.append(now)
         return left
 
+    def headers(self) -> dict[str, str] | None:
+        """Per-request headers: the lease's own User-Agent when the host policy sets one."""
+        return {"User-Agent": self.lease.user_agent} if self.lease.user_agent else None
+
     def release(self) -> None:
         """Marks the current request as finished (response read, or failed)."""
         self.last_end = time.time()
@@ -164,6 +179,8 @@ def _timeout(config: FetchConfig, left: float) -> aiohttp.ClientTimeout:
 
 def classify_error(exc: BaseException) -> str:
     """A short, stable error kind for counters and the webtable."""
+    if is_ssrf_error(exc):
+        return SSRF_ERROR_KIND
     if isinstance(exc, asyncio.TimeoutError | TimeoutError):
         return "timeout"
     if isinstance(exc, aiohttp.ClientConnectorError | ConnectionError):
@@ -228,6 +245,11 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
     followed: FetchResult | None = None  # the last same-host redirect followed
     started: float | None = None  # the first request's start: the politeness wait is not counted
     while True:
+        blocked = check_url_target(url, allow_private_networks=config.allow_private_networks)
+        if blocked is not None:  # refused before using a request slot, never retried
+            return FetchResult(request=request, host=host, fetched_at=time.time(), final_url=url,
+                               redirects=tuple(hops), error=SSRF_ERROR_KIND,
+                               error_detail=f"{blocked}: {url}", outcome=OUTCOME_ERROR)
         try:
             timeout = _timeout(config, await gate.acquire())
         except LeaseExpired:
@@ -239,7 +261,8 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
             started = fetched_at
         try:
             async with _released(gate), session.get(url, allow_redirects=False,
-                                                    timeout=timeout) as resp:
+                                                    timeout=timeout,
+                                                    headers=gate.headers()) as resp:
                 status = resp.status
                 ctype = resp.headers.get("Content-Type")
                 # The fields every response outcome shares; each return below fills in the rest.
@@ -298,11 +321,15 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
     """Fetches robots.txt, following up to five same-host redirects (RFC 9309 section 2.3.1.2)."""
     host = gate.lease.host
     for _ in range(6):
+        blocked = check_url_target(url, allow_private_networks=config.allow_private_networks)
+        if blocked is not None:
+            return RobotsResponse(None, None, time.time(), f"{SSRF_ERROR_KIND}: {blocked}")
         timeout = _timeout(config, await gate.acquire())
         fetched_at = time.time()
         try:
             async with _released(gate), session.get(url, allow_redirects=False,
-                                                    timeout=timeout) as resp:
+                                                    timeout=timeout,
+                                                    headers=gate.headers()) as resp:
                 if resp.status in REDIRECT_STATUSES and "Location" in resp.headers:
                     target = canonicalize_url(urljoin(url, resp.headers["Location"]))
                     if politeness_key(target) != host:
@@ -353,8 +380,12 @@ class FetchService:
         self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
 
     async def _open(self) -> aiohttp.ClientSession:
-        connector = aiohttp.TCPConnector(limit=self.config.max_connections, limit_per_host=1,
-                                         ttl_dns_cache=300, enable_cleanup_closed=True)
+        allow = self.config.allow_private_networks
+        connector = aiohttp.TCPConnector(
+            limit=self.config.max_connections, limit_per_host=1, ttl_dns_cache=300,
+            enable_cleanup_closed=True,
+            resolver=GuardedResolver(allow_private_networks=allow),
+            socket_factory=guarded_socket_factory(allow_private_networks=allow))
         return aiohttp.ClientSession(
             connector=connector, auto_decompress=False,
             headers={"User-Agent": self.config.user_agent,

@@ -26,8 +26,12 @@ from transforms import retry, schedule
 from transforms.bloom import ScalableBloomFilter
 from transforms.content import header
 from transforms.fetch import FetchConfig, Lease, LeaseOutcome
+from transforms.filters import first_rejection
+from transforms.policy import DEFAULT_POLICY, HostPolicy, Policy
 from transforms.records import (
+    OUTCOME_BUDGET,
     OUTCOME_ERROR,
+    OUTCOME_FILTERED,
     OUTCOME_QUEUE_OVERFLOW,
     OUTCOME_QUEUED,
     OUTCOME_RETRY,
@@ -37,7 +41,7 @@ from transforms.records import (
     HostStats,
     UrlOutcome,
 )
-from transforms.robots import RobotsRules, rules_from_response
+from transforms.robots import RobotsRules, product_token, rules_from_response
 from transforms.urls import robots_url, url_fingerprint
 
 LOST_LEASE_GRACE = 2.0
@@ -46,9 +50,13 @@ Poll = Callable[[str], tuple[str, LeaseOutcome | None]]
 
 @dataclass(frozen=True)
 class FrontierConfig:
-    """Settings of the host frontier (see ``pipeline.options.CrawlerOptions`` for the flags)."""
+    """Settings of the host frontier (see ``pipeline.options.CrawlerOptions`` for the flags).
 
-    min_delay: float = 1.0
+    Per-host settings (delay, budget, depth, filters, priority boost, user agent) come from
+    ``policy``; ``robots_agent`` is the product token of the pipeline's user agent.
+    """
+
+    policy: Policy = DEFAULT_POLICY
     lease_seconds: float = 10.0
     max_lease_urls: int = 32
     queue_capacity: int = 100_000
@@ -114,6 +122,9 @@ class HostCore:
                  queue: schedule.FrontierQueue, seen: ScalableBloomFilter,
                  rng: random.Random | None = None) -> None:
         self.config = config
+        self.policy: HostPolicy = config.policy.for_host(state.host)
+        self.agent = (product_token(self.policy.user_agent) if self.policy.user_agent
+                      else config.robots_agent)
         self.rng = rng or random.Random()
         self.state = state
         self.queue = queue
@@ -129,8 +140,8 @@ class HostCore:
         robots = self.state.robots
         crawl_delay = None
         if robots is not None and robots.mode == "parsed":
-            crawl_delay = robots.crawl_delay(self.config.robots_agent)
-        base = schedule.politeness_delay(self.config.min_delay, crawl_delay)
+            crawl_delay = robots.crawl_delay(self.agent)
+        base = schedule.politeness_delay(self.policy.min_delay, crawl_delay)
         if now is None:
             return base
         return retry.effective_delay(self.state.backoff, base, now)
@@ -147,9 +158,13 @@ class HostCore:
 
     def accept(self, requests: Iterable[CrawlRequest], now: float) -> tuple[list[UrlOutcome],
                                                                              float | None]:
-        """Dedups and queues requests. Returns the outcomes to record and when to arm the
-        host's timer (None: leave it as it is)."""
-        hs, outcomes = self.state, []
+        """Dedups, filters and queues requests. Returns the outcomes to record and when to arm
+        the host's timer (None: leave it as it is).
+
+        Order: robots.txt unavailable (fail fast) -> already seen (counted, no row: the URL has
+        one) -> policy filters and traps -> page budget -> robots.txt rules -> queue bound.
+        """
+        hs, hp, outcomes = self.state, self.policy, []
         robots = self.fresh_robots(now)
         for request in requests:
             if hs.robots_failed_until > now:
@@ -159,11 +174,22 @@ class HostCore:
             if fingerprint in self.seen:
                 self._count("dedup_dropped")
                 continue
-            if robots is not None and not robots.allows(request.url, self.config.robots_agent):
+            rejection = first_rejection(request.url, request.depth, hp, now)
+            if rejection is not None:
+                self._count("filtered", counter=f"filtered_{rejection.reason}")
+                outcomes.append(self._outcome(request, OUTCOME_FILTERED, now,
+                                              f"{rejection.reason}: {rejection.detail}"))
+                continue
+            if hs.counters.get("accepted", 0) >= hp.max_pages_per_host:
+                self._count("budget_exceeded")
+                outcomes.append(self._outcome(request, OUTCOME_BUDGET, now,
+                                              f"max_pages_per_host {hp.max_pages_per_host}"))
+                continue
+            if robots is not None and not robots.allows(request.url, self.agent):
                 self._remember(fingerprint)
                 outcomes.append(self._blocked(request, now))
                 continue
-            if self.seen.full or not self.queue.push(request, now):
+            if self.seen.full or not self.queue.push(request, now, hp.priority_boost):
                 self._count("overflow", counter="queue_overflow")
                 outcomes.append(self._outcome(
                     request, OUTCOME_QUEUE_OVERFLOW, now,
@@ -290,7 +316,8 @@ class HostCore:
             head = self.queue.peek()
             assert head is not None
             self._start(Lease(Lease.new_id(), hs.host, (), now, 0.0,
-                              now + cfg.fetch.total_timeout, robots_url(head.url)), decision)
+                              now + cfg.fetch.total_timeout, robots_url(head.url),
+                              user_agent=self.policy.user_agent), decision)
             return
         if start > now:
             decision.wake_at = start
@@ -300,14 +327,15 @@ class HostCore:
         batch: list[CrawlRequest] = []
         while len(self.queue) and len(batch) < k:
             for request in self.queue.pop(k - len(batch)):
-                if robots.allows(request.url, cfg.robots_agent):
+                if robots.allows(request.url, self.agent):
                     batch.append(request)
                 else:
                     decision.outcomes.append(self._blocked(request, now))
         if not batch:
             return
         deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
-        self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline), decision)
+        self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline,
+                          user_agent=self.policy.user_agent), decision)
 
     def _start(self, lease: Lease, decision: TimerDecision) -> None:
         self.counters["leases_started"] += 1

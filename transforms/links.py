@@ -53,7 +53,7 @@ _HTTP_AUTHORITY = re.compile(
 )
 _SELECTOR = (
     "a[href], area[href], link[href], iframe[src], frame[src], base[href], "
-    "meta[name=robots i][content], title"
+    "meta[name][content], title"
 )
 
 _BOMS = (
@@ -104,6 +104,11 @@ class HtmlInfo:
             none or its href is not an http(s) URL.
         meta_robots: lowercased directives of ``<meta name=robots>`` in order, each once;
             honouring them (e.g. ``nofollow``) is the caller's decision.
+        meta_names: ``(name, content)`` of every ``<meta name=... content=...>`` with a
+            non-blank name, in document order; names stripped and lowercased, contents as
+            written. All names are kept, not only ``robots``: a crawler-specific name
+            (``<meta name="googlebot">``) can be any product token and only the caller knows
+            its own (see ``transforms.robots_meta.page_directives``).
     """
 
     title: str | None
@@ -112,6 +117,7 @@ class HtmlInfo:
     base_url: str
     canonical: str | None
     meta_robots: tuple[str, ...]
+    meta_names: tuple[tuple[str, str], ...] = ()
 
 
 def is_html(content_type: str | None) -> bool:
@@ -226,6 +232,7 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
     followed: dict[str, None] = {}
     nofollow: dict[str, None] = {}
     robots: dict[str, None] = {}
+    meta_names: list[tuple[str, str]] = []
     for node in nodes:
         tag = node.tag
         if tag == "title":
@@ -233,8 +240,13 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
                 title = " ".join(node.text(deep=True).split()) or None
             continue
         if tag == "meta":
-            for directive in _robots_directives(node.attrs.get("content") or ""):
-                robots[directive] = None
+            name = (node.attrs.get("name") or "").strip().lower()
+            content = node.attrs.get("content") or ""
+            if name == "robots":
+                for directive in _robots_directives(content):
+                    robots[directive] = None
+            if name:
+                meta_names.append((name, content))
             continue
         if tag == "base":
             continue
@@ -266,6 +278,7 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
         base_url=base_url,
         canonical=canonical,
         meta_robots=tuple(robots),
+        meta_names=tuple(meta_names),
     )
 
 

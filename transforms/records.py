@@ -99,6 +99,9 @@ class ParsedPage:
     title: str | None
     outlinks: tuple[str, ...]
     checksum: str
+    noindex: bool = False  # meta robots / X-Robots-Tag: stored, but not exported for indexing
+    nofollow: bool = False  # no link of this page entered the frontier
+    canonical: str | None = None  # <link rel=canonical>, canonicalized
 
 
 @dataclass(frozen=True)

@@ -127,6 +127,13 @@ def decode_robots(body: bytes) -> str:
     return body.decode("utf-8-sig", errors="replace")
 
 
+def product_token(user_agent: str) -> str:
+    """The product token that robots.txt groups are matched against: ``beam-crawler/0.1 (+url)``
+    -> ``beam-crawler``; ``*`` when there is none."""
+    token = user_agent.split("/", 1)[0].strip()
+    return token.split()[0] if token else "*"
+
+
 def is_allowed(robots_txt: str, user_agent: str, url: str) -> bool:
     """Return True if the robots.txt body ``robots_txt`` lets ``user_agent`` fetch ``url``.
 

@@ -92,6 +92,10 @@ def stored_page_row(stored: StoredPage) -> Row:
     }
     if stored.page.title is not None:
         cells[PARSE_FAMILY]["title"] = stored.page.title
+    if stored.page.canonical:
+        cells[PARSE_FAMILY]["canonical"] = stored.page.canonical
+    cells[PARSE_FAMILY]["noindex"] = "1" if stored.page.noindex else "0"
+    cells[PARSE_FAMILY]["nofollow"] = "1" if stored.page.nofollow else "0"
     return Row(row_key(fetch.request.url), cells, fetch.fetched_at)
 
 

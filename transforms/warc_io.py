@@ -9,6 +9,7 @@ webtable row never points at bytes that are not durable. Files go through Beam's
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import random
 import time
@@ -105,8 +106,8 @@ class _WarcRollFn(beam.DoFn):
         _LOG.info("warc file written", extra={"path": path, "records": len(placed),
                                               "bytes": len(data)})
         for page, (offset, length) in placed:
-            yield StoredPage(page.__class__(page.fetch.without_body(), page.title, page.outlinks,
-                                            page.checksum), WarcLocation(path, offset, length))
+            yield StoredPage(dataclasses.replace(page, fetch=page.fetch.without_body()),
+                             WarcLocation(path, offset, length))
 
 
 class WriteWarc(beam.PTransform):

@@ -7,6 +7,7 @@ One crawl runs per module (about half a minute); each test checks one property o
 from __future__ import annotations
 
 import io
+import time
 import uuid
 from collections import defaultdict
 from typing import NamedTuple
@@ -24,7 +25,8 @@ from pipeline.local_run import RunSummary
 from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
-from pipeline.server_log import max_concurrency, min_start_gap
+from pipeline.server_log import crawlable_paths, max_concurrency, min_start_gap
+from transforms.policy import DEFAULT_POLICY
 from transforms.rowkeys import row_key, url_from_row_key
 from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
 from transforms.urls import canonicalize_url, politeness_key
@@ -62,7 +64,7 @@ def crawl(local_stack) -> CrawlRun:
             f"--frontier_topic=projects/{local_stack.project}/topics/{topic}",
             f"--bigtable_instance={instance}", f"--warc_prefix=gs://{local_stack.bucket}/{suffix}",
             f"--min_delay={MIN_DELAY}", "--idle_timeout=8", "--warc_roll_seconds=2",
-            "--retry_delay=0.5"])
+            "--retry_delay=0.5", "--allow_private_networks"])
         out = io.StringIO()
         summary = run(argv, out=out)
     finally:
@@ -80,6 +82,12 @@ def crawl(local_stack) -> CrawlRun:
     return CrawlRun(site, summary, out.getvalue(), rows, host_rows, instance)
 
 
+def _expected(site, host) -> set[str]:
+    """The demo's expected paths less those the default policy keeps out (media extensions)."""
+    return crawlable_paths(host, site.expected_fetch_paths(host), DEFAULT_POLICY.defaults,
+                           time.time())
+
+
 def _gets(site, host):
     return [r for r in site.requests(host) if r.method == "GET"]
 
@@ -90,8 +98,7 @@ def test_the_run_stops_on_idle_and_prints_a_summary(crawl):
     assert summary.reason.startswith("idle"), out
     assert "pages fetched" in out and "robots" in out
     # One result per URL: robots.txt is not a page, and /old -> /new-page.html is one result.
-    assert summary.totals["fetched"] == sum(len(site.expected_fetch_paths(h)) - 2
-                                            for h in site.hosts)
+    assert summary.totals["fetched"] == sum(len(_expected(site, h)) - 2 for h in site.hosts)
 
 
 def test_every_allowed_reachable_path_is_fetched_exactly_once(crawl):
@@ -100,9 +107,18 @@ def test_every_allowed_reachable_path_is_fetched_exactly_once(crawl):
         paths = [r.path for r in _gets(site, host)]
         duplicates = {p for p in paths if paths.count(p) > 1}
         assert not duplicates, f"{host}: fetched more than once: {duplicates}"
-        assert set(paths) == site.expected_fetch_paths(host), (
-            f"{host}: missing {site.expected_fetch_paths(host) - set(paths)}, "
-            f"unexpected {set(paths) - site.expected_fetch_paths(host)}\n{out}")
+        expected = _expected(site, host)
+        assert set(paths) == expected, (
+            f"{host}: missing {expected - set(paths)}, unexpected {set(paths) - expected}\n{out}")
+
+
+def test_media_links_are_filtered_and_recorded_with_the_reason(crawl):
+    filtered = {url: cells[FETCH_FAMILY] for url, cells in crawl.rows.items()
+                if cells[FETCH_FAMILY]["outcome"] == "filtered"}
+    assert filtered and all(f["detail"].startswith("media_extension") for f in filtered.values())
+    for host in crawl.site.hosts:
+        skipped = crawl.site.expected_fetch_paths(host) - _expected(crawl.site, host)
+        assert skipped and {canonicalize_url(host + p) for p in skipped} <= set(filtered)
 
 
 def test_no_disallowed_path_is_requested(crawl):

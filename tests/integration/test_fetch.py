@@ -37,8 +37,9 @@ from transforms.records import (
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
 # Short timeouts keep the failure tests fast; every test that needs other settings replaces some.
+# The servers are on loopback, so the SSRF guard is opened for them (its own tests are below).
 CONFIG = FetchConfig(user_agent="fetch-test/1", connect_timeout=2.0, read_timeout=5.0,
-                     total_timeout=5.0, min_request_window=0.1)
+                     total_timeout=5.0, min_request_window=0.1, allow_private_networks=True)
 
 Route = Callable[["_Handler"], None]
 
@@ -433,3 +434,17 @@ def test_result_records_every_field_a_row_needs(serve):
     assert result.request == CrawlRequest(server.url("/")) and 0 < result.elapsed < 1.0
     assert all(isinstance(k, str) and isinstance(v, str) for k, v in result.headers)
 
+
+
+def test_the_ssrf_guard_is_on_by_default_for_urls_and_redirect_hops(serve):
+    """Loopback is refused before any request (the server sees nothing); with the guard open,
+    a redirect hop to a forbidden address is still checked before it is followed."""
+    server = serve({"/p": page(b"<html>p</html>"),
+                    "/to-metadata": redirect("http://169.254.169.254/latest/meta-data/")})
+    guarded = dataclasses.replace(CONFIG, allow_private_networks=False)
+    result = fetch_one(server.url("/p"), guarded)
+    assert (result.error, result.outcome, result.status) == ("ssrf_blocked", "error", None)
+    assert result.error_detail.startswith("loopback")
+    assert server.hits == []
+    hop = fetch_one(server.url("/to-metadata"))  # loopback allowed, the target is another host
+    assert hop.outcome == "redirect" and hop.redirect_to.startswith("http://169.254.169.254/")

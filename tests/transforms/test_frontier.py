@@ -22,6 +22,7 @@ from apache_beam.transforms import trigger, window
 from transforms.fetch import FetchConfig
 from transforms.frontier import HostFrontier
 from transforms.hostcore import FrontierConfig
+from transforms.policy import HostPolicy, Policy
 from transforms.records import CrawlRequest
 from transforms.urls import politeness_key
 
@@ -70,8 +71,9 @@ def test_frontier_dedups_bounds_its_queue_and_obeys_robots(server):
     first = tuple(CrawlRequest(u) for u in urls)
     redelivered = first[:2]  # the same message again, as Pub/Sub may redeliver it
     host = politeness_key(urls[0])
-    config = FrontierConfig(min_delay=0.0, queue_capacity=3, robots_agent="beam-crawler",
-                            fetch=FetchConfig(total_timeout=5.0))
+    config = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0)), queue_capacity=3,
+                            robots_agent="beam-crawler",
+                            fetch=FetchConfig(total_timeout=5.0, allow_private_networks=True))
     with TestPipeline() as p:
         out = p | _stream(host, [first, redelivered]) | HostFrontier(config)
         fetched, outcomes, stats = (

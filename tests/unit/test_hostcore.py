@@ -4,11 +4,13 @@ from __future__ import annotations
 
 from transforms.fetch import FetchConfig, LeaseOutcome, RobotsResponse
 from transforms.hostcore import LOST_LEASE_GRACE, FrontierConfig, HostCore, HostState
+from transforms.policy import HostPolicy, Policy
 from transforms.records import CrawlRequest, FetchResult
 from transforms.schedule import FrontierQueue
 
 HOST = "site.example"
-CONFIG = FrontierConfig(min_delay=1.0, lease_seconds=5.0, max_lease_urls=32, queue_capacity=4,
+CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=1.0, max_pages_per_host=50)),
+                        lease_seconds=5.0, max_lease_urls=32, queue_capacity=4,
                         robots_agent="beam-crawler", retry_delay=2.0,
                         fetch=FetchConfig(total_timeout=30.0))
 
@@ -164,7 +166,7 @@ def test_a_host_that_answers_again_recovers_its_delay():
     a, b, c = lease.requests
     _finish(core, 1.1, 1.2, results=[_result(a, None, "timeout")], unfinished=[b, c])
     slowed = core.delay(core.state.next_allowed_at)
-    assert slowed > CONFIG.min_delay
+    assert slowed > CONFIG.policy.defaults.min_delay
     lease = _lease_now(core, core.state.next_allowed_at)
     ok = [_result(r, 200) for r in lease.requests]
     _finish(core, core.state.next_allowed_at, core.state.next_allowed_at + 0.1, results=ok)
@@ -180,3 +182,25 @@ def test_client_errors_are_final_at_once():
     decision = _finish(core, 1.1, 1.2, results=[_result(gone, 404)])
     assert [r.status for r in decision.results] == [404] and not decision.outcomes
     assert core.state.backoff.consecutive_failures == 0
+
+
+def test_policy_filters_budget_and_boost_are_applied_at_acceptance():
+    policy = Policy(HostPolicy(min_delay=0.5, max_pages_per_host=3, max_depth=2,
+                               priority_boost=4, deny_url_patterns=(r"/logout",),
+                               user_agent="OtherBot/2.0"))
+    config = FrontierConfig(policy=policy, queue_capacity=10, robots_agent="beam-crawler")
+    core = _core(config)
+    requests = [_req("logout"), CrawlRequest(f"https://{HOST}/deep", depth=3),
+                _req("img/a.png"), _req("a"), _req("b"), _req("c"), _req("d")]
+    outcomes, _ = core.accept(requests, now=0.0)
+    got = [(o.outcome, o.detail.split(":")[0]) for o in outcomes]
+    assert got == [("filtered", "url_pattern_denied"), ("filtered", "too_deep"),
+                   ("filtered", "media_extension"), ("queued", ""), ("queued", ""),
+                   ("queued", ""), ("budget_exceeded", "max_pages_per_host 3")]
+    assert core.counters["filtered_too_deep"] == 1 and core.counters["budget_exceeded"] == 1
+    lease = core.on_timer(_running, 0.0).lease
+    assert lease is not None and lease.user_agent == "OtherBot/2.0"
+    _robots_done = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(
+        200, b"User-agent: OtherBot\nCrawl-delay: 3\n", 0.1), (0.0,), 0.1, 0.1)
+    core.on_timer(_done(_robots_done), 0.2)
+    assert core.delay() == 3.0  # the host's own agent's group is the one that applies

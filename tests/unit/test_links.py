@@ -365,3 +365,23 @@ def test_extract_never_raises_on_random_bytes():
         assert isinstance(info, HtmlInfo)
         for link in info.links + info.nofollow_links:
             assert link.lower().startswith(("http://", "https://"))
+
+
+def test_meta_names_keep_every_named_meta_in_document_order():
+    page = (b'<head><meta charset="utf-8"><meta name="viewport" content="width=device-width">'
+            b'<meta name=" ROBOTS " content="NoIndex"><meta name="robots" content="nofollow">'
+            b'<meta name="Beam-Crawler" content="none"><meta name="googlebot">'
+            b'<meta name="" content="nameless"><meta property="og:title" content="Title">'
+            b'<meta name="description" content=""></head><body>'
+            b'<meta name="robots" content="noarchive"></body>')
+    info = extract_html(page, "https://s.example/")
+    assert info.meta_names == (
+        ("viewport", "width=device-width"), ("robots", "NoIndex"), ("robots", "nofollow"),
+        ("beam-crawler", "none"), ("description", ""), ("robots", "noarchive"))
+    assert info.meta_robots == ("noindex", "nofollow", "noarchive")
+
+
+def test_article_meta_names():
+    info = extract_html(ARTICLE_PAGE, PAGE_URL, "text/html")
+    assert ("robots", "NOARCHIVE, Max-Snippet:50") in info.meta_names
+    assert info.meta_names[0] == ("viewport", "width=device-width")

@@ -5,9 +5,10 @@ from __future__ import annotations
 import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
 
-from pipeline.options import CrawlerOptions, robots_token
+from pipeline.options import CrawlerOptions
 from transforms.fetch import FetchConfig
 from transforms.hostcore import FrontierConfig
+from transforms.robots import product_token as robots_token
 from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
 
 VALID = {
@@ -78,7 +79,8 @@ def test_defaults():
     assert o["warc_roll_bytes"] == 64 * 1024 * 1024
     assert o["warc_roll_seconds"] == 10.0
     assert o["warc_shards"] == 4
-    assert o["min_delay"] == 1.0
+    assert o["min_delay"] is None  # the policy's default (1.0) applies
+    assert CrawlerOptions([]).policy().defaults.min_delay == 1.0
     assert o["lease_seconds"] == 10.0
     assert o["max_lease_urls"] == 32
     assert o["max_queue_per_host"] == 100_000
@@ -243,7 +245,8 @@ def test_frontier_config_maps_every_flag():
         "--connect_timeout=1", "--read-timeout=2", "--fetch_timeout=3",
         "--max-body-bytes=1000", "--max_redirects=0"])
     config = options.frontier_config()
-    assert config.min_delay == 0.5
+    assert config.policy.defaults.min_delay == 0.5
+    assert config.policy.for_host("any.example").min_delay == 0.5
     assert config.lease_seconds == 4.0
     assert config.max_lease_urls == 8
     assert config.queue_capacity == 50
