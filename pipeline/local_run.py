@@ -36,7 +36,7 @@ _LOG = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 0.1
 RATE_WINDOW = 10.0
 _COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
-             "accepted", "queued")
+             "filtered", "budget_exceeded", "accepted", "queued")
 
 
 @dataclass
@@ -115,7 +115,9 @@ def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
              f"  bytes             {t['bytes']}", f"  errors            {t['errors']}",
              f"  robots-blocked    {t['robots_blocked']}",
              f"  dedup-dropped     {t['dedup_dropped']}",
-             f"  queue overflow    {t['overflow']}", f"  still queued      {t['queued']}",
+             f"  queue overflow    {t['overflow']}",
+             f"  filtered (policy) {t['filtered']}",
+             f"  over budget       {t['budget_exceeded']}", f"  still queued      {t['queued']}",
              f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s"]
     if active:
         lines.append(f"  crawling time     {active:.1f} s (until the last change)")

@@ -353,7 +353,9 @@ class HostCore:
             host=hs.host, updated_at=now, fetched=c.get("fetched", 0),
             errors=c.get("errors", 0), bytes=c.get("bytes", 0),
             robots_blocked=c.get("robots_blocked", 0), dedup_dropped=c.get("dedup_dropped", 0),
-            overflow=c.get("overflow", 0), accepted=c.get("accepted", 0), queued=len(self.queue),
+            overflow=c.get("overflow", 0), filtered=c.get("filtered", 0),
+            budget_exceeded=c.get("budget_exceeded", 0), accepted=c.get("accepted", 0),
+            queued=len(self.queue),
             lease_active=hs.lease is not None, delay=self.delay(),
             robots_status=hs.robots.mode if hs.robots else "unknown", last_error=hs.last_error)
 

@@ -133,6 +133,8 @@ class HostStats:
     robots_blocked: int = 0
     dedup_dropped: int = 0
     overflow: int = 0
+    filtered: int = 0
+    budget_exceeded: int = 0
     accepted: int = 0
     queued: int = 0
     lease_active: bool = False
