@@ -6,6 +6,7 @@
     crawler show URL                 a URL's webtable row and WARC location
     crawler ls --host HOST           a host's URLs with status and fetch time
     crawler crawl [URL...]           all of the above in one go (the demo site without URLs)
+    crawler explain URL              why a URL would or would not be crawled
 """
 
 from __future__ import annotations
@@ -139,6 +140,14 @@ def cmd_crawl(args: argparse.Namespace, beam_argv: list[str]) -> int:
     return crawl(args, beam_argv, _state_dir(args))
 
 
+def cmd_explain(args: argparse.Namespace) -> int:
+    from pipeline.explain import run_explain
+
+    return run_explain(args.url, policy_file=args.policy, robots_file=args.robots_file,
+                       user_agent=args.user_agent, depth=args.depth, priority=args.priority,
+                       as_json=args.json)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawler", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -180,6 +189,19 @@ def build_parser() -> argparse.ArgumentParser:
     crawl.add_argument("--demo-pages", type=int, default=80)
     crawl.add_argument("--keep-stack", action="store_true",
                        help="leave the emulators running afterwards (for show/ls)")
+
+    explain = sub.add_parser("explain", help="why a URL would or would not be crawled: "
+                             "canonical form, keys, policy, filters, robots.txt, priority")
+    explain.add_argument("url")
+    explain.add_argument("--policy", help="policy file, .yaml/.yml/.json (default: built-in)")
+    explain.add_argument("--robots-file", help="decide with this robots.txt instead of "
+                         "fetching the host's")
+    explain.add_argument("--user-agent", help="the crawl's user agent; its product token is "
+                         "matched in robots.txt (default: beam-crawler/0.1)")
+    explain.add_argument("--depth", type=int, default=0, help="link depth (default: 0, a seed)")
+    explain.add_argument("--priority", type=int, default=0,
+                         help="request priority (default: 0)")
+    explain.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -195,7 +217,8 @@ def main(argv: list[str] | None = None) -> int:
     elif rest:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     else:
-        handlers = {"local": cmd_local, "seed": cmd_seed, "show": cmd_show, "ls": cmd_ls}
+        handlers = {"local": cmd_local, "seed": cmd_seed, "show": cmd_show, "ls": cmd_ls,
+                    "explain": cmd_explain}
         try:
             code = handlers[args.command](args)
         except stack_mod.LocalStackError as exc:
