@@ -56,7 +56,7 @@ class CrawlCore(beam.PTransform):
 
     def expand(self, messages: beam.PCollection) -> CrawlOutputs:
         o = self._options.get_all_options()
-        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests()
+        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(self._options.policy())
         frontier = ingest.requests | "HostFrontier" >> HostFrontier(
             self._options.frontier_config())
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(

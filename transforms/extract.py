@@ -19,6 +19,7 @@ from apache_beam.metrics import Metrics
 
 from transforms.content import decode_content, header
 from transforms.links import extract_html
+from transforms.policy import SUPPORTED_SCHEMES
 from transforms.records import CrawlRequest, FetchResult, ParsedPage
 from transforms.robots_meta import meta_contents, page_directives, x_robots_tags
 from transforms.urls import InvalidUrl, canonicalize_url
@@ -36,7 +37,7 @@ def outlink_requests(page: FetchResult, links: tuple[str, ...]) -> list[CrawlReq
     out = []
     for link in links:
         try:
-            url = canonicalize_url(link)
+            url = canonicalize_url(link, allowed_schemes=SUPPORTED_SCHEMES)
         except InvalidUrl:
             continue
         if url in seen:
@@ -89,6 +90,9 @@ class _ExtractFn(beam.DoFn):
             request = result.request
             yield beam.pvalue.TaggedOutput(LINKS_TAG, CrawlRequest(
                 result.redirect_to, request.depth, request.priority, request.url))
+        for request in outlink_requests(result, result.links):
+            self._links.inc()
+            yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
         if result.body is None:
             yield beam.pvalue.TaggedOutput(UNSTORED_TAG, result)
             return

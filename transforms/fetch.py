@@ -1,14 +1,13 @@
-"""Asynchronous fetching of host leases with aiohttp, off the runner's threads.
+"""HTTP(S) fetching of a lease's requests with aiohttp (run by ``transforms.fetch_service``).
 
-A *lease* is a short, strictly sequential run of requests to one host (see ``transforms.schedule``).
-``FetchService`` runs leases on one asyncio event loop in a background thread per worker process,
-so a worker has many hosts in flight while the runner's threads never block on the network: the
-frontier submits a lease and later polls for its outcome from a timer callback.
+A *lease* is a short, strictly sequential run of requests to one host (``transforms.schedule``).
+This module holds the lease records, the ``RequestGate`` every protocol's fetcher takes its
+request slots from, and the HTTP fetcher and robots.txt fetcher.
 
 Politeness is enforced here too, as a second line behind the frontier's lease arithmetic: a
 lease's requests are sequential (including same-host redirect hops), each starts at least
-``lease.delay`` after the previous start, no request starts within ``min_request_window`` of the
-lease deadline, and every request's timeout is clamped to the deadline.
+``lease.delay`` after the previous one ended, no request starts within ``min_request_window`` of
+the lease deadline, and every request's timeout is clamped to the deadline.
 
 Bodies are read raw (``auto_decompress=False``): the WARC record holds exactly the bytes the server
 sent, and decompression happens at extraction with a size cap.
@@ -17,10 +16,8 @@ sent, and decompression happens at extraction with a size cap.
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import contextlib
 import logging
-import threading
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -40,9 +37,7 @@ from transforms.records import (
 )
 from transforms.ssrf import (
     SSRF_ERROR_KIND,
-    GuardedResolver,
     check_url_target,
-    guarded_socket_factory,
     is_ssrf_error,
 )
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
@@ -124,7 +119,7 @@ class LeaseExpired(Exception):
 
 
 @dataclass
-class _Gate:
+class RequestGate:
     """Hands out request slots of one lease: sequential, before the deadline, and each at least
     ``delay`` after the previous request *ended*.
 
@@ -162,7 +157,7 @@ class _Gate:
 
 
 @contextlib.asynccontextmanager
-async def _released(gate: _Gate) -> AsyncIterator[None]:
+async def released(gate: RequestGate) -> AsyncIterator[None]:
     """Releases the gate when the request's response is closed, whatever happened."""
     try:
         yield
@@ -227,7 +222,7 @@ def _http_version(resp: aiohttp.ClientResponse) -> str:
     return f"{version.major}.{version.minor}"
 
 
-async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, gate: _Gate,
+async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, gate: RequestGate,
                         config: FetchConfig) -> FetchResult:
     """Fetches one URL, following same-host redirects through the lease's gate.
 
@@ -260,7 +255,7 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
         if started is None:
             started = fetched_at
         try:
-            async with _released(gate), session.get(url, allow_redirects=False,
+            async with released(gate), session.get(url, allow_redirects=False,
                                                     timeout=timeout,
                                                     headers=gate.headers()) as resp:
                 status = resp.status
@@ -316,7 +311,7 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                                elapsed=time.time() - started, outcome=OUTCOME_ERROR)
 
 
-async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
+async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: RequestGate,
                        config: FetchConfig) -> RobotsResponse:
     """Fetches robots.txt, following up to five same-host redirects (RFC 9309 section 2.3.1.2)."""
     host = gate.lease.host
@@ -327,7 +322,7 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
         timeout = _timeout(config, await gate.acquire())
         fetched_at = time.time()
         try:
-            async with _released(gate), session.get(url, allow_redirects=False,
+            async with released(gate), session.get(url, allow_redirects=False,
                                                     timeout=timeout,
                                                     headers=gate.headers()) as resp:
                 if resp.status in REDIRECT_STATUSES and "Location" in resp.headers:
@@ -345,89 +340,3 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: _Gate,
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:
             return RobotsResponse(None, None, fetched_at, f"{classify_error(exc)}: {exc}"[:300])
     return RobotsResponse(404, None, time.time(), "too many redirects")
-
-
-async def run_lease(session: aiohttp.ClientSession, lease: Lease,
-                    config: FetchConfig) -> LeaseOutcome:
-    """Runs one lease to completion (or to its deadline) and reports what happened."""
-    gate = _Gate(lease, config.min_request_window)
-    results: list[FetchResult] = []
-    robots: RobotsResponse | None = None
-    pending = list(lease.requests)
-    try:
-        if lease.robots_url is not None:
-            robots = await fetch_robots(session, lease.robots_url, gate, config)
-        while pending:
-            results.append(await fetch_request(session, pending[0], gate, config))
-            pending.pop(0)
-    except LeaseExpired:
-        pass
-    return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
-                        tuple(gate.starts), gate.last_end, time.time())
-
-
-class FetchService:
-    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns."""
-
-    def __init__(self, config: FetchConfig) -> None:
-        self.config = config
-        self._loop = asyncio.new_event_loop()
-        self._futures: dict[str, concurrent.futures.Future[LeaseOutcome]] = {}
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
-                                        daemon=True)
-        self._thread.start()
-        self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
-
-    async def _open(self) -> aiohttp.ClientSession:
-        allow = self.config.allow_private_networks
-        connector = aiohttp.TCPConnector(
-            limit=self.config.max_connections, limit_per_host=1, ttl_dns_cache=300,
-            enable_cleanup_closed=True,
-            resolver=GuardedResolver(allow_private_networks=allow),
-            socket_factory=guarded_socket_factory(allow_private_networks=allow))
-        return aiohttp.ClientSession(
-            connector=connector, auto_decompress=False,
-            headers={"User-Agent": self.config.user_agent,
-                     "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
-                     "Accept-Encoding": "gzip, deflate"})
-
-    def submit(self, lease: Lease) -> None:
-        """Starts a lease; returns at once."""
-        future = asyncio.run_coroutine_threadsafe(run_lease(self._session, lease, self.config),
-                                                  self._loop)
-        with self._lock:
-            self._futures[lease.lease_id] = future
-
-    def poll(self, lease_id: str) -> tuple[str, LeaseOutcome | None]:
-        """Returns ("done", outcome) once, ("running", None), or ("unknown", None).
-
-        "unknown" means this process never ran the lease (e.g. the key moved to another worker).
-        """
-        with self._lock:
-            future = self._futures.get(lease_id)
-            if future is None:
-                return "unknown", None
-            if not future.done():
-                return "running", None
-            del self._futures[lease_id]
-        return "done", future.result()
-
-    @property
-    def in_flight(self) -> int:
-        with self._lock:
-            return sum(1 for f in self._futures.values() if not f.done())
-
-
-_SERVICES: dict[FetchConfig, FetchService] = {}
-_SERVICES_LOCK = threading.Lock()
-
-
-def shared_fetch_service(config: FetchConfig) -> FetchService:
-    """The process-wide service for ``config``: every DoFn instance of a worker shares it, so a
-    lease submitted by one instance can be collected by another."""
-    with _SERVICES_LOCK:
-        service = _SERVICES.get(config)
-        if service is None:
-            service = _SERVICES[config] = FetchService(config)
-        return service

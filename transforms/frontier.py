@@ -52,7 +52,7 @@ from apache_beam.utils.timestamp import Timestamp
 
 from transforms import schedule
 from transforms.bloom import ScalableBloomFilter
-from transforms.fetch import shared_fetch_service
+from transforms.fetch_service import shared_fetch_service
 from transforms.hostcore import FrontierConfig, HostCore, HostState
 from transforms.records import CrawlRequest
 

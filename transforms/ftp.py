@@ -36,14 +36,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import mimetypes
 import socket
+import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from urllib.parse import quote, unquote, urlsplit
 
 import aioftp
 
+from transforms.fetch import FetchConfig, RequestGate
+from transforms.links import is_html
+from transforms.records import (
+    OUTCOME_ERROR,
+    OUTCOME_FETCHED,
+    OUTCOME_NOT_STORED,
+    CrawlRequest,
+    FetchResult,
+)
 from transforms.ssrf import SSRF_ERROR_KIND, ForbiddenAddress, GuardedResolver
 
 FTP_DEFAULT_PORT = 21
@@ -332,3 +343,38 @@ def _failure(status: int, error: str, exc: BaseException | str) -> FtpResponse:
     detail = exc if isinstance(exc, str) else f"{type(exc).__name__}: {exc}"
     return FtpResponse(status=status, body=None, size=0, truncated=False, content_type=None,
                        is_directory=False, listing=(), error=error, detail=detail[:500])
+
+
+async def fetch_ftp_request(session: object, request: CrawlRequest, gate: RequestGate,
+                            config: FetchConfig) -> FetchResult:
+    """The ``ftp`` entry of the protocol registry: one FTP fetch through the lease's gate.
+
+    HTML files are stored like HTTP pages (with synthesized ``Content-Type``/``Content-Length``
+    headers); other files are recorded, not stored (their body is not even downloaded); a
+    directory's entries come back in ``FetchResult.links`` so the crawler follows them.
+    ``session`` is unused (FTP opens its own connection) but keeps the registry's signature.
+    """
+    left = await gate.acquire()
+    fetched_at = time.time()
+    try:
+        response = await fetch_ftp(request.url, timeout=min(config.total_timeout, left),
+                                   max_bytes=config.max_body_bytes,
+                                   allow_private_networks=config.allow_private_networks,
+                                   want_body=is_html)
+    finally:
+        gate.release()
+    elapsed = time.time() - fetched_at
+    base = FetchResult(request=request, host=gate.lease.host, fetched_at=fetched_at,
+                       final_url=request.url, elapsed=elapsed)
+    if response.error:
+        return dataclasses.replace(base, error=response.error, error_detail=response.detail,
+                                   outcome=OUTCOME_ERROR)
+    headers = ((("Content-Type", response.content_type),) if response.content_type else ()) + (
+        ("Content-Length", str(response.size)),)
+    stored = response.status == 200 and is_html(response.content_type) and (
+        response.body is not None and not response.is_directory)
+    return dataclasses.replace(
+        base, status=response.status, content_type=response.content_type, headers=headers,
+        reason=response.detail[:100], body=response.body if stored else None,
+        content_length=response.size, truncated=response.truncated,
+        links=response.listing, outcome=OUTCOME_FETCHED if stored else OUTCOME_NOT_STORED)

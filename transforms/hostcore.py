@@ -45,6 +45,12 @@ from transforms.robots import RobotsRules, product_token, rules_from_response
 from transforms.urls import robots_url, url_fingerprint
 
 LOST_LEASE_GRACE = 2.0
+# robots.txt (RFC 9309) governs http and https; other schemes (ftp) are leased without it.
+NO_ROBOTS = RobotsRules("allow_all", "", None, 0.0, "no robots.txt for this scheme")
+
+
+def needs_robots(url: str) -> bool:
+    return url.startswith(("http://", "https://"))
 Poll = Callable[[str], tuple[str, LeaseOutcome | None]]
 
 
@@ -185,7 +191,8 @@ class HostCore:
                 outcomes.append(self._outcome(request, OUTCOME_BUDGET, now,
                                               f"max_pages_per_host {hp.max_pages_per_host}"))
                 continue
-            if robots is not None and not robots.allows(request.url, self.agent):
+            if (robots is not None and needs_robots(request.url)
+                    and not robots.allows(request.url, self.agent)):
                 self._remember(fingerprint)
                 outcomes.append(self._blocked(request, now))
                 continue
@@ -308,13 +315,15 @@ class HostCore:
             return
         start = max(now, hs.next_allowed_at)
         robots = self.fresh_robots(now)
+        head = self.queue.peek()
+        assert head is not None
+        if robots is None and not needs_robots(head.url):
+            robots = NO_ROBOTS  # an ftp URL first: lease the URLs that need no robots.txt
         if robots is None:
             start = max(start, hs.robots_retry_at)
             if start > now:
                 decision.wake_at = start
                 return
-            head = self.queue.peek()
-            assert head is not None
             self._start(Lease(Lease.new_id(), hs.host, (), now, 0.0,
                               now + cfg.fetch.total_timeout, robots_url(head.url),
                               user_agent=self.policy.user_agent), decision)
@@ -325,13 +334,20 @@ class HostCore:
         delay = self.delay(now)
         k = schedule.lease_size(delay, cfg.lease_seconds, cfg.max_lease_urls)
         batch: list[CrawlRequest] = []
+        later: list[CrawlRequest] = []  # http(s) URLs while robots.txt is still unknown
         while len(self.queue) and len(batch) < k:
             for request in self.queue.pop(k - len(batch)):
-                if robots.allows(request.url, self.agent):
+                if not needs_robots(request.url):
+                    batch.append(request)
+                elif robots is NO_ROBOTS:
+                    later.append(request)
+                elif robots.allows(request.url, self.agent):
                     batch.append(request)
                 else:
                     decision.outcomes.append(self._blocked(request, now))
+        self.queue.push_front(later)
         if not batch:
+            decision.wake_at = now if later else None
             return
         deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
         self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline,

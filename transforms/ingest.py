@@ -17,6 +17,7 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 
 from transforms.messages import BadMessage, decode_requests, is_heartbeat
+from transforms.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
 from transforms.records import CrawlRequest, DeadLetter
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
@@ -24,8 +25,27 @@ METRICS_NAMESPACE = "crawler"
 DEAD_LETTER_TAG = "dead_letter"
 
 
+def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
+    """Canonicalizes ``url`` with its host's policy; returns (canonical URL, politeness key).
+
+    The key comes from a first pass that keeps every parameter (it depends on scheme, host and
+    port only); the host's ``remove_params`` and ``sort_query`` then apply.
+
+    Raises:
+        InvalidUrl: for a URL that cannot be crawled.
+    """
+    plain = canonicalize_url(url, allowed_schemes=SUPPORTED_SCHEMES, remove_params=())
+    key = politeness_key(plain)
+    hp = policy.for_host(key)
+    return canonicalize_url(plain, allowed_schemes=SUPPORTED_SCHEMES,
+                            remove_params=hp.remove_params, sort_query=hp.sort_query), key
+
+
 class _DecodeAndKeyFn(beam.DoFn):
     """Decodes one message, canonicalizes its URLs and emits one (host, requests) per host."""
+
+    def __init__(self, policy: Policy) -> None:
+        self._policy = policy
 
     def setup(self) -> None:
         self._messages = Metrics.counter(METRICS_NAMESPACE, "messages_read")
@@ -51,7 +71,7 @@ class _DecodeAndKeyFn(beam.DoFn):
         for request in requests:
             self._urls.inc()
             try:
-                url = canonicalize_url(request.url)
+                url, key = canonical_for_host(request.url, self._policy)
             except InvalidUrl as exc:
                 self._invalid.inc()
                 yield beam.pvalue.TaggedOutput(
@@ -62,7 +82,7 @@ class _DecodeAndKeyFn(beam.DoFn):
             if url != request.url:
                 request = CrawlRequest(url, request.depth, request.priority,
                                        request.discovered_from, request.attempt)
-            by_host[politeness_key(url)].append(request)
+            by_host[key].append(request)
         for host, host_requests in by_host.items():
             yield host, tuple(host_requests)
 
@@ -73,11 +93,20 @@ class IngestOutputs(NamedTuple):
 
 
 class ReadCrawlRequests(beam.PTransform):
-    """Pub/Sub messages -> (politeness key, canonical requests), plus dead letters."""
+    """Pub/Sub messages -> (politeness key, canonical requests), plus dead letters.
+
+    URLs are canonicalized with their host's policy (session and tracking parameters removed,
+    query optionally sorted); http, https and ftp are accepted here, and the host policy's
+    scheme filter decides in the frontier.
+    """
+
+    def __init__(self, policy: Policy = DEFAULT_POLICY) -> None:
+        super().__init__()
+        self._policy = policy
 
     def expand(self, messages: beam.PCollection) -> IngestOutputs:
         # The output type hint gives the keyed state downstream a deterministic key coder (UTF-8).
         outputs = messages | "DecodeCanonicalizeKey" >> beam.ParDo(
-            _DecodeAndKeyFn()).with_output_types(tuple[str, Any]).with_outputs(
+            _DecodeAndKeyFn(self._policy)).with_output_types(tuple[str, Any]).with_outputs(
                 DEAD_LETTER_TAG, main="requests")
         return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG])

@@ -71,6 +71,7 @@ class FetchResult:
     truncated: bool = False
     redirects: tuple[str, ...] = ()
     redirect_to: str | None = None
+    links: tuple[str, ...] = ()  # links known without parsing (an FTP directory's entries)
     error: str | None = None
     error_detail: str | None = None
     elapsed: float = 0.0

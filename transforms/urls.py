@@ -11,19 +11,26 @@ crawlers conventionally add (fragment dropped, default port dropped, IDN hosts i
 * scheme and host are lowercased; a non-ASCII host is converted with Python's ``idna`` codec
   (IDNA 2003, so ``ß`` maps to ``ss``), a trailing dot is dropped, an IPv6 literal is written
   in its compressed form;
-* the default port (80 http, 443 https, 21 ftp) is dropped, any other must be 1..65535;
-* percent-escapes of unreserved characters are decoded, the others get uppercase hex, a ``%``
-  that starts no escape becomes ``%25``, and characters RFC 3986 does not allow in the path,
-  query or userinfo (spaces, non-ASCII, ``"<>\\^`{|}`` ...) are percent-encoded as UTF-8;
+* the default port (80 http, 443 https, 21 ftp) and an empty one are dropped, any other must be
+  1..65535;
+* in path, query and userinfo (:mod:`transforms.url_params`), percent-escapes of unreserved
+  characters are decoded, the others get uppercase hex, a ``%`` that starts no escape becomes
+  ``%25``, and characters RFC 3986 does not allow there (spaces, other controls, non-ASCII,
+  ``"<>\\^`{|}`` ...) are percent-encoded as UTF-8, as a browser does;
+* session-id and tracking parameters (``DEFAULT_REMOVED_PARAMS``, configurable) are removed
+  from the query and, as ``;jsessionid=...`` path parameters, from every path segment;
 * dot segments are removed, an empty path becomes ``/``, an empty query and the fragment are
-  dropped. Query parameters are not reordered: their order can matter to the server.
+  dropped. The query is sorted only on request: parameter order can matter to the server.
 
 Userinfo (``user:pass@``) is kept. Backslashes are encoded, not turned into slashes as a
-browser would. The result is idempotent: canonicalizing a canonical URL returns it unchanged.
+browser would. Equivalences only the server can tell (RFC 3986 6.2.4: ``/data`` and
+``/data/``) are not assumed. The result is idempotent for given options. A URL that is
+canonical already, the common case, is recognized by one regular expression and returned as is.
 
 The derived keys (:func:`politeness_key`, :func:`url_fingerprint`, :func:`robots_url`, and the
-webtable row key in :mod:`transforms.rowkeys`) accept any URL with a host and canonicalize it
-first (whatever its scheme), so they agree for every spelling of a URL.
+webtable row key in :mod:`transforms.rowkeys`) canonicalize any URL with a host first (whatever
+its scheme) by the RFC 3986 rules only, removing and reordering no parameter, so they agree for
+every spelling of a URL and keep a canonical URL as it is, whatever options produced it.
 """
 
 from __future__ import annotations
@@ -32,8 +39,12 @@ import functools
 import hashlib
 import ipaddress
 import re
+from collections.abc import Collection
 from typing import NamedTuple
 from urllib.parse import unquote_to_bytes
+
+from transforms import url_params
+from transforms.url_params import DEFAULT_REMOVED_PARAMS
 
 MAX_URL_LENGTH = 2048
 DEFAULT_SCHEMES: frozenset[str] = frozenset({"http", "https"})
@@ -66,16 +77,17 @@ _HOST_NAME = re.compile(r"[a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*")
 _DIGITS = re.compile(r"[0-9]+")
 _TAB_CR_LF = re.compile(r"[\t\r\n]")
 _C0_AND_SPACE = "".join(chr(c) for c in range(0x21))
-_HEX_DIGITS = frozenset("0123456789abcdefABCDEF")
-_UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
-_SUB_DELIMS = "!$&'()*+,;="
-_USERINFO_CHARS = _UNRESERVED | frozenset(_SUB_DELIMS + ":")
-_PATH_CHARS = _USERINFO_CHARS | frozenset("@/")
-_QUERY_CHARS = _PATH_CHARS | frozenset("?")
-# A component made only of these characters needs no percent-encoding work.
-_PATH_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/]")
-_QUERY_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:@/?]")
-_USERINFO_NEEDS_WORK = re.compile(r"[^A-Za-z0-9\-._~!$&'()*+,;=:]")
+# A canonical URL but for its fragment, if _canonical_match also finds no dot segment, a host
+# of at most 253 characters, an allowed scheme and a valid non-default port: lowercase scheme
+# and host name, no userinfo, a path and a nonempty query that need no percent-encoding work
+# (no "%"; no ";" in the path, so no path parameters). Query parameter rules are applied after.
+_CANONICAL = re.compile(
+    r"([a-z][a-z0-9+.-]*)://([a-z0-9_-]{1,63}(?:\.[a-z0-9_-]{1,63})*)(?::([1-9][0-9]{0,4}))?"
+    r"(/[A-Za-z0-9\-._~!$&'()*+,=:@/]*)(?:\?([A-Za-z0-9\-._~!$&'()*+,;=:@/?]+))?"
+    r"(#[^\ud800-\udfff]*)?"  # a lone surrogate makes the URL invalid (see _checked)
+)
+# Authorities are cached (hosts repeat, and IDNA conversion is slow) unless absurdly long.
+_MAX_CACHED_AUTHORITY = 300
 
 
 class InvalidUrl(ValueError):
@@ -113,23 +125,46 @@ class UrlParts(NamedTuple):
 
 
 def canonicalize_url(
-    url: str, base: str | None = None, allowed_schemes: frozenset[str] = DEFAULT_SCHEMES
+    url: str,
+    base: str | None = None,
+    allowed_schemes: Collection[str] = DEFAULT_SCHEMES,
+    remove_params: Collection[str] = DEFAULT_REMOVED_PARAMS,
+    sort_query: bool = False,
 ) -> str:
     """Return the canonical form of ``url``, resolved against ``base`` when relative.
 
     Args:
         url: an absolute URL or a reference relative to ``base`` (e.g. an ``href``).
-        base: the URL of the document the reference appears in, or None.
-        allowed_schemes: lowercase schemes to accept; anything else (``mailto:``,
-            ``javascript:``, ``data:`` ...) is rejected.
+        base: the URL of the document the reference appears in, or None; an empty reference
+            is the base itself.
+        allowed_schemes: lowercase schemes to accept (e.g. ``{"http", "https", "ftp"}``);
+            anything else (``mailto:``, ``javascript:``, ``data:`` ...) is rejected.
+        remove_params: names of the query and path parameters to remove, compared
+            case-insensitively, with ``fnmatch`` wildcards (``utm_*``); ``()`` keeps them all.
+        sort_query: sort the query parameters by name, then value (stably, as encoded), and
+            drop empty ones; off by default because some servers read parameters in order.
 
     Returns:
         The canonical URL, at most ``MAX_URL_LENGTH`` characters, always with a host and a path.
 
     Raises:
         InvalidUrl: for every string that cannot be canonicalized; never any other exception.
+        TypeError: when ``remove_params`` is a string or holds a non-string (a programming
+            error, whatever the URL).
     """
-    return _unparse(_canonical_parts(url, base, allowed_schemes))
+    params = url_params.param_filter(remove_params)
+    match = _canonical_match(url, allowed_schemes)
+    if match is not None:
+        query = match.group(5)
+        if query is not None:
+            new_query = query if params is None else params.strip_query(query)
+            if sort_query:
+                new_query = url_params.sorted_query(new_query)
+            if new_query != query:
+                before_query = url[: match.start(5) - 1]
+                return f"{before_query}?{new_query}" if new_query else before_query
+        return url if match.group(6) is None else url[: match.start(6)]
+    return _canonical(url, base, allowed_schemes, params, sort_query)[1]
 
 
 def politeness_key(url: str) -> str:
@@ -173,7 +208,8 @@ def robots_url(url: str) -> str:
 
 @functools.lru_cache(maxsize=8192)
 def url_parts(url: str) -> UrlParts:
-    """Return the components of the canonical form of ``url`` (an absolute URL, any scheme).
+    """Return the components of the canonical form of ``url`` (an absolute URL, any scheme),
+    by the RFC 3986 rules only: no parameter is removed or reordered.
 
     This is what the derived keys are built from, here and in :mod:`transforms.rowkeys`.
 
@@ -181,21 +217,49 @@ def url_parts(url: str) -> UrlParts:
         InvalidUrl: when ``url`` cannot be canonicalized.
     """
     # The derived keys are usually computed one after another for the same URL.
-    return _canonical_parts(url, None, None)
+    match = _canonical_match(url, None)
+    if match is not None:
+        scheme, host, port, path, query = match.group(1, 2, 3, 4, 5)
+        return UrlParts(scheme, "", host, None if port is None else int(port), path, query or "")
+    return _canonical(url, None, None, None, False)[0]
 
 
-def _canonical_parts(
-    url: str, base: str | None, allowed_schemes: frozenset[str] | None
-) -> UrlParts:
+def _canonical_match(url: str, allowed_schemes: Collection[str] | None) -> re.Match[str] | None:
+    """Return the match of ``url`` against ``_CANONICAL`` when ``url`` is canonical already
+    (its fragment, parameter removal and sorting aside), else None."""
+    if not isinstance(url, str) or len(url) > MAX_URL_LENGTH:
+        return None
+    match = _CANONICAL.fullmatch(url)
+    if match is None:
+        return None
+    scheme, host, port, path = match.group(1, 2, 3, 4)
+    if "/." in path or len(host) > 253:
+        return None
+    if allowed_schemes is not None and scheme not in allowed_schemes:
+        return None
+    if port is not None and (int(port) > 65535 or int(port) == DEFAULT_PORTS.get(scheme)):
+        return None
+    return match
+
+
+def _canonical(
+    url: str,
+    base: str | None,
+    allowed_schemes: Collection[str] | None,
+    params: url_params.ParamFilter | None,
+    sort_query: bool,
+) -> tuple[UrlParts, str]:
+    """Canonicalize ``url`` the long way; return its components and its string."""
     cleaned = _checked(url, allowed_schemes)
-    if not cleaned:
+    if not cleaned and base is None:  # with a base, "" is the base (RFC 3986 5.4.1)
         raise InvalidUrl(REASON_EMPTY, url)
     scheme, authority, path, query = _split(cleaned)
     if scheme is None:
         if base is None:
             raise InvalidUrl(REASON_RELATIVE, cleaned)
-        split_base = _split(_checked(base, None))
-        scheme, authority, path, query = _resolve(split_base, authority, path, query)
+        if not isinstance(base, str):
+            raise InvalidUrl(REASON_INVALID, repr(base))
+        scheme, authority, path, query = _resolve(_split_base(base), authority, path, query)
         if scheme is None:
             raise InvalidUrl(REASON_RELATIVE, cleaned)
     scheme = scheme.lower()
@@ -204,16 +268,17 @@ def _canonical_parts(
     if not authority:
         raise InvalidUrl(REASON_NO_HOST, cleaned)
 
-    userinfo, at, hostport = authority.rpartition("@")
-    if at:
-        userinfo = _normalize_escapes(userinfo, _USERINFO_CHARS, _USERINFO_NEEDS_WORK)
-    host, port = _canonical_host_port(hostport, scheme)
-    path = _remove_dot_segments(_normalize_escapes(path, _PATH_CHARS, _PATH_NEEDS_WORK)) or "/"
-    query = _normalize_escapes(query or "", _QUERY_CHARS, _QUERY_NEEDS_WORK)
+    if len(authority) > _MAX_CACHED_AUTHORITY:
+        userinfo, host, port = _canonical_authority(authority, scheme)
+    else:
+        userinfo, host, port = _cached_authority(authority, scheme)
+    path = url_params.normalize_path(path, params)
+    query = url_params.normalize_query(query or "", params, sort_query)
     parts = UrlParts(scheme, userinfo, host, port, path, query)
-    if len(_unparse(parts)) > MAX_URL_LENGTH:
+    canonical = _unparse(parts)
+    if len(canonical) > MAX_URL_LENGTH:
         raise InvalidUrl(REASON_TOO_LONG, cleaned)
-    return parts
+    return parts, canonical
 
 
 def _unparse(parts: UrlParts) -> str:
@@ -224,23 +289,32 @@ def _unparse(parts: UrlParts) -> str:
     return f"{scheme}://{authority}{path}?{query}" if query else f"{scheme}://{authority}{path}"
 
 
-def _checked(url: str, allowed_schemes: frozenset[str] | None) -> str:
+def _checked(url: str, allowed_schemes: Collection[str] | None) -> str:
     """Return ``url`` without surrounding controls and spaces and embedded tab, CR and LF,
     after checking that it is a string of reasonable length."""
     if not isinstance(url, str):
         raise InvalidUrl(REASON_INVALID, repr(url))
-    cleaned = _TAB_CR_LF.sub("", url.strip(_C0_AND_SPACE))
+    cleaned = url.strip(_C0_AND_SPACE)
+    if "\t" in cleaned or "\n" in cleaned or "\r" in cleaned:
+        cleaned = _TAB_CR_LF.sub("", cleaned)
     if len(cleaned) > _MAX_INPUT_LENGTH:
         prefix = _SCHEME_PREFIX.match(cleaned)
         scheme = prefix.group(1).lower() if prefix else ""
         if allowed_schemes is not None and scheme and scheme not in allowed_schemes:
             raise InvalidUrl(REASON_UNSUPPORTED_SCHEME, cleaned)
         raise InvalidUrl(REASON_TOO_LONG, cleaned)
-    try:
-        cleaned.encode("utf-8")
-    except UnicodeEncodeError as e:
-        raise InvalidUrl(REASON_INVALID, cleaned) from e
+    if not cleaned.isascii():
+        try:
+            cleaned.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidUrl(REASON_INVALID, cleaned) from e
     return cleaned
+
+
+@functools.lru_cache(maxsize=64)
+def _split_base(base: str) -> _Split:
+    # One page's links share its URL as their base.
+    return _split(_checked(base, None))
 
 
 def _split(reference: str) -> _Split:
@@ -272,46 +346,16 @@ def _resolve(base: _Split, authority: str | None, path: str, query: str | None) 
     return base_scheme, base_authority, base_path[: base_path.rfind("/") + 1] + path, query
 
 
-def _remove_dot_segments(path: str) -> str:
-    """RFC 3986 5.2.4 for an absolute (or empty) path."""
-    if "." not in path:
-        return path
-    segments = path.split("/")
-    output: list[str] = []
-    for segment in segments:
-        if segment == "..":
-            if len(output) > 1:
-                output.pop()
-        elif segment != ".":
-            output.append(segment)
-    if segments[-1] in (".", ".."):
-        output.append("")
-    result = "/".join(output)
-    return result if result.startswith("/") else "/" + result
+def _canonical_authority(authority: str, scheme: str) -> tuple[str, str, int | None]:
+    """Return the canonical (userinfo, host, port) of an authority."""
+    userinfo, at, hostport = authority.rpartition("@")
+    if at:
+        userinfo = url_params.normalize_userinfo(userinfo)
+    host, port = _canonical_host_port(hostport, scheme)
+    return userinfo, host, port
 
 
-def _normalize_escapes(text: str, allowed: frozenset[str], needs_work: re.Pattern[str]) -> str:
-    """Decode escapes of unreserved characters, uppercase the others, and percent-encode (as
-    UTF-8) every character not in ``allowed``."""
-    if not needs_work.search(text):
-        return text
-    out: list[str] = []
-    i, n = 0, len(text)
-    while i < n:
-        char = text[i]
-        if char == "%":
-            if i + 2 < n and text[i + 1] in _HEX_DIGITS and text[i + 2] in _HEX_DIGITS:
-                decoded = chr(int(text[i + 1 : i + 3], 16))
-                out.append(decoded if decoded in _UNRESERVED else text[i : i + 3].upper())
-                i += 3
-                continue
-            out.append("%25")
-        elif char in allowed:
-            out.append(char)
-        else:
-            out.append("".join(f"%{byte:02X}" for byte in char.encode("utf-8")))
-        i += 1
-    return "".join(out)
+_cached_authority = functools.lru_cache(maxsize=4096)(_canonical_authority)
 
 
 def _canonical_host_port(hostport: str, scheme: str) -> tuple[str, int | None]:

@@ -25,7 +25,8 @@ from typing import Any
 import aiohttp
 import pytest
 
-from transforms.fetch import FetchConfig, Lease, LeaseOutcome, classify_error, shared_fetch_service
+from transforms.fetch import FetchConfig, Lease, LeaseOutcome, classify_error
+from transforms.fetch_service import shared_fetch_service
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,

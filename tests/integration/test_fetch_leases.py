@@ -26,14 +26,8 @@ from tests.integration.test_fetch import (
     refused_url,
     run_leases,
 )
-from transforms.fetch import (
-    FetchConfig,
-    FetchService,
-    Lease,
-    LeaseOutcome,
-    run_lease,
-    shared_fetch_service,
-)
+from transforms.fetch import FetchConfig, Lease, LeaseOutcome
+from transforms.fetch_service import FetchService, run_lease, shared_fetch_service
 from transforms.records import OUTCOME_FETCHED, OUTCOME_REDIRECT
 
 TOLERANCE = 0.02  # clock and socket noise between our timestamps and the server's

@@ -204,3 +204,14 @@ def test_policy_filters_budget_and_boost_are_applied_at_acceptance():
         200, b"User-agent: OtherBot\nCrawl-delay: 3\n", 0.1), (0.0,), 0.1, 0.1)
     core.on_timer(_done(_robots_done), 0.2)
     assert core.delay() == 3.0  # the host's own agent's group is the one that applies
+
+
+def test_ftp_urls_are_leased_without_robots_txt_and_http_ones_wait_for_it():
+    core = _core()
+    core.accept([CrawlRequest(f"ftp://{HOST}/pub/a.html"), _req("page")], now=0.0)
+    first = core.on_timer(_running, 0.0).lease
+    assert first is not None and first.robots_url is None
+    assert [r.url for r in first.requests] == [f"ftp://{HOST}/pub/a.html"]
+    _finish(core, 0.0, 0.1)
+    second = core.on_timer(_running, 1.2).lease
+    assert second is not None and second.robots_url == f"https://{HOST}/robots.txt"

@@ -31,6 +31,34 @@ def fuzz_cases(count: int, seed: int) -> list[tuple[str, str | None]]:
     return [(_random_string(rng), rng.choice(bases)) for _ in range(count)]
 
 
+# Pieces of query strings and path parameters, session ids and tracking parameters among them.
+_PARAM_ALPHABET = [
+    "&", "=", ";", "?", "/", "/..", "/.", "%", "%5F", "%3B", "%26", "a", "B", "1", "\u00e9", "#",
+    "utm_source=x", "UTM_Medium", "sid=", "SID", "sidebar=1", "jsessionid=AB12", ";jsessionid=",
+    "PhpSessId=9", "aspsessionidQXYZ=1", "gclid", "x=1", "y=", "a=2", "a=10",
+]
+# (remove_params, sort_query) pairs to run the fuzzers with.
+OPTIONS: list[tuple[tuple[str, ...], bool]] = [
+    (("jsessionid", "phpsessid", "sid", "utm_*", "gclid"), False),
+    ((), True),
+    (("*",), False),
+    (("a", "x?", "[bs]*"), True),
+]
+
+
+def param_fuzz_cases(count: int, seed: int) -> list[tuple[str, str | None]]:
+    """``count`` random (reference, base) pairs heavy in query and path parameters."""
+    rng = random.Random(seed)
+    bases = [None, RFC_BASE, "https://example.com/dir;sid=1/page?utm_source=a&b"]
+    cases = []
+    for _ in range(count):
+        path = "".join(rng.choice(_PARAM_ALPHABET) for _ in range(rng.randint(0, 12)))
+        query = "".join(rng.choice(_PARAM_ALPHABET) for _ in range(rng.randint(0, 12)))
+        prefix = rng.choice(["http://Example.com/", "https://h.example:8080/", "/", ""])
+        cases.append((f"{prefix}{path}?{query}", rng.choice(bases)))
+    return cases
+
+
 def valid_urls() -> list[str]:
     """Canonical URLs: the accepted fuzz cases plus a few of every shape."""
     urls = []

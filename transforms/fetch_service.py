@@ -1,0 +1,141 @@
+"""Running leases: the protocol registry and ``FetchService``, the per-worker asyncio loop.
+
+A *lease* is a short, strictly sequential run of requests to one host (``transforms.schedule``).
+``FetchService`` runs leases on one asyncio event loop in a background thread per worker process,
+so a worker has many hosts in flight while the runner's threads never block on the network: the
+frontier submits a lease and later polls for its outcome from a timer callback.
+
+Fetchers are chosen by URL scheme through ``PROTOCOL_FETCHERS``: ``http``/``https``
+(``transforms.fetch``, aiohttp) and ``ftp`` (``transforms.ftp``, aioftp). Adding a protocol is
+one module with an ``async (session, request, gate, config) -> FetchResult`` function and one
+line here. Every fetcher takes its request slots from the lease's ``RequestGate``, so politeness
+holds whatever the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import threading
+import time
+from collections.abc import Awaitable, Callable
+
+import aiohttp
+
+from transforms.fetch import (
+    FetchConfig,
+    Lease,
+    LeaseExpired,
+    LeaseOutcome,
+    RequestGate,
+    RobotsResponse,
+    fetch_request,
+    fetch_robots,
+)
+from transforms.ftp import fetch_ftp_request
+from transforms.records import OUTCOME_ERROR, CrawlRequest, FetchResult
+from transforms.ssrf import GuardedResolver, guarded_socket_factory
+
+Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
+                   Awaitable[FetchResult]]
+PROTOCOL_FETCHERS: dict[str, Fetcher] = {
+    "http": fetch_request,
+    "https": fetch_request,
+    "ftp": fetch_ftp_request,
+}
+
+
+def _unsupported(request: CrawlRequest, host: str) -> FetchResult:
+    return FetchResult(request=request, host=host, fetched_at=time.time(), final_url=request.url,
+                       error="unsupported_scheme", error_detail=request.url.split(":", 1)[0],
+                       outcome=OUTCOME_ERROR)
+
+
+async def run_lease(session: aiohttp.ClientSession, lease: Lease,
+                    config: FetchConfig) -> LeaseOutcome:
+    """Runs one lease to completion (or to its deadline) and reports what happened."""
+    gate = RequestGate(lease, config.min_request_window)
+    results: list[FetchResult] = []
+    robots: RobotsResponse | None = None
+    pending = list(lease.requests)
+    try:
+        if lease.robots_url is not None:
+            robots = await fetch_robots(session, lease.robots_url, gate, config)
+        while pending:
+            fetcher = PROTOCOL_FETCHERS.get(pending[0].url.split(":", 1)[0])
+            if fetcher is None:
+                results.append(_unsupported(pending.pop(0), lease.host))
+                continue
+            results.append(await fetcher(session, pending[0], gate, config))
+            pending.pop(0)
+    except LeaseExpired:
+        pass
+    return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
+                        tuple(gate.starts), gate.last_end, time.time())
+
+
+class FetchService:
+    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns."""
+
+    def __init__(self, config: FetchConfig) -> None:
+        self.config = config
+        self._loop = asyncio.new_event_loop()
+        self._futures: dict[str, concurrent.futures.Future[LeaseOutcome]] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
+                                        daemon=True)
+        self._thread.start()
+        self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
+
+    async def _open(self) -> aiohttp.ClientSession:
+        allow = self.config.allow_private_networks
+        connector = aiohttp.TCPConnector(
+            limit=self.config.max_connections, limit_per_host=1, ttl_dns_cache=300,
+            enable_cleanup_closed=True,
+            resolver=GuardedResolver(allow_private_networks=allow),
+            socket_factory=guarded_socket_factory(allow_private_networks=allow))
+        return aiohttp.ClientSession(
+            connector=connector, auto_decompress=False,
+            headers={"User-Agent": self.config.user_agent,
+                     "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+                     "Accept-Encoding": "gzip, deflate"})
+
+    def submit(self, lease: Lease) -> None:
+        """Starts a lease; returns at once."""
+        future = asyncio.run_coroutine_threadsafe(run_lease(self._session, lease, self.config),
+                                                  self._loop)
+        with self._lock:
+            self._futures[lease.lease_id] = future
+
+    def poll(self, lease_id: str) -> tuple[str, LeaseOutcome | None]:
+        """Returns ("done", outcome) once, ("running", None), or ("unknown", None).
+
+        "unknown" means this process never ran the lease (e.g. the key moved to another worker).
+        """
+        with self._lock:
+            future = self._futures.get(lease_id)
+            if future is None:
+                return "unknown", None
+            if not future.done():
+                return "running", None
+            del self._futures[lease_id]
+        return "done", future.result()
+
+    @property
+    def in_flight(self) -> int:
+        with self._lock:
+            return sum(1 for f in self._futures.values() if not f.done())
+
+
+_SERVICES: dict[FetchConfig, FetchService] = {}
+_SERVICES_LOCK = threading.Lock()
+
+
+def shared_fetch_service(config: FetchConfig) -> FetchService:
+    """The process-wide service for ``config``: every DoFn instance of a worker shares it, so a
+    lease submitted by one instance can be collected by another."""
+    with _SERVICES_LOCK:
+        service = _SERVICES.get(config)
+        if service is None:
+            service = _SERVICES[config] = FetchService(config)
+        return service
