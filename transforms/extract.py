@@ -37,7 +37,8 @@ def outlink_requests(page: FetchResult, links: tuple[str, ...]) -> list[CrawlReq
     out = []
     for link in links:
         try:
-            url = canonicalize_url(link, allowed_schemes=SUPPORTED_SCHEMES)
+            # Parameters stay: ingest removes them by the link's own host policy.
+            url = canonicalize_url(link, allowed_schemes=SUPPORTED_SCHEMES, remove_params=())
         except InvalidUrl:
             continue
         if url in seen:

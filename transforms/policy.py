@@ -41,7 +41,6 @@ with a :class:`PolicyError` naming the file and the field, never in the middle o
 from __future__ import annotations
 
 import difflib
-import fnmatch
 import functools
 import ipaddress
 import json
@@ -54,6 +53,8 @@ from pathlib import Path
 from typing import Any, cast
 
 import yaml  # type: ignore[import-untyped]
+
+from transforms.url_params import DEFAULT_REMOVED_PARAMS, param_filter
 
 SUPPORTED_SCHEMES: frozenset[str] = frozenset({"http", "https", "ftp"})
 
@@ -71,11 +72,9 @@ DEFAULT_SKIP_EXTENSIONS: frozenset[str] = frozenset(
     "pdf ps eps doc docx xls xlsx ppt pptx odt ods odp "  # documents
     "css js".split()  # never HTML
 )
-# Session ids and click trackers: they make one page look like endlessly many URLs.
-DEFAULT_REMOVE_PARAMS: tuple[str, ...] = (
-    "jsessionid", "phpsessid", "sid", "sessionid", "aspsessionid*", "cfid", "cftoken", "utm_*",
-    "gclid", "fbclid", "msclkid", "mc_cid", "mc_eid",
-)
+# Session ids and click trackers: they make one page look like endlessly many URLs. The list
+# lives with the canonicalizer that applies it.
+DEFAULT_REMOVE_PARAMS: tuple[str, ...] = DEFAULT_REMOVED_PARAMS
 
 
 class PolicyError(ValueError):
@@ -322,14 +321,8 @@ def _is_ip(name: str) -> bool:
 
 def is_removed_param(name: str, patterns: tuple[str, ...]) -> bool:
     """Whether query parameter ``name`` matches one of the ``remove_params`` globs (any case)."""
-    regex = _param_regex(patterns)
-    return regex is not None and regex.match(name) is not None
-
-
-@functools.lru_cache(maxsize=64)
-def _param_regex(patterns: tuple[str, ...]) -> re.Pattern[str] | None:
-    joined = "|".join(fnmatch.translate(p) for p in patterns)
-    return re.compile(joined, re.IGNORECASE) if patterns else None
+    matcher = param_filter(patterns)
+    return matcher is not None and matcher.matches(name)
 
 
 def policy_summary(hp: HostPolicy) -> dict[str, object]:
