@@ -34,6 +34,7 @@ from transforms.fetch import (
 )
 from transforms.ftp import fetch_ftp_request
 from transforms.records import OUTCOME_ERROR, CrawlRequest, FetchResult
+from transforms.retry import is_transient
 from transforms.ssrf import GuardedResolver, guarded_socket_factory
 
 Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
@@ -53,7 +54,8 @@ def _unsupported(request: CrawlRequest, host: str) -> FetchResult:
 
 async def run_lease(session: aiohttp.ClientSession, lease: Lease,
                     config: FetchConfig) -> LeaseOutcome:
-    """Runs one lease to completion (or to its deadline) and reports what happened."""
+    """Runs one lease to completion, to its deadline, or to its first transient failure, and
+    reports what happened; requests not started come back as ``unfinished``."""
     gate = RequestGate(lease, config.min_request_window)
     results: list[FetchResult] = []
     robots: RobotsResponse | None = None
@@ -66,8 +68,14 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease,
             if fetcher is None:
                 results.append(_unsupported(pending.pop(0), lease.host))
                 continue
-            results.append(await fetcher(session, pending[0], gate, config))
+            result = await fetcher(session, pending[0], gate, config)
+            results.append(result)
             pending.pop(0)
+            if is_transient(result.status, result.error):
+                # The host said "later" (or failed to answer): the rest of the lease goes back
+                # to the queue and waits for the host's back-off instead of arriving at the
+                # normal pace right after a 429, a 503 or a timeout.
+                break
     except LeaseExpired:
         pass
     return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,

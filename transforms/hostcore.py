@@ -251,7 +251,10 @@ class HostCore:
         if outcome.unfinished:
             self.counters["urls_requeued"] += len(outcome.unfinished)
             self.queue.push_front(outcome.unfinished)
-        hs.next_allowed_at = schedule.next_lease_time(outcome.last_end, self.delay(now), now)
+        # A back-off pause (Retry-After) counts from when it was decided, not from the last
+        # request's end, so it is a floor of its own.
+        hs.next_allowed_at = max(schedule.next_lease_time(outcome.last_end, self.delay(now), now),
+                                 hs.backoff.slow_until)
 
     def _apply_result(self, result: FetchResult, now: float, decision: TimerDecision) -> None:
         """Counts a fetch, retries transient failures (at most ``retry.MAX_ATTEMPTS`` attempts)
@@ -259,11 +262,16 @@ class HostCore:
         of the host's URLs, an answer shrinks it again."""
         hs = self.state
         attempts = result.request.attempt + 1
-        if retry.slows_host(result.status, result.error):
+        if retry.is_transient(result.status, result.error):
             retry_after = retry.parse_retry_after(header(result.headers, "Retry-After"), now)
-            hs.backoff = retry.on_failure(hs.backoff, now, retry_after, self.config.retry_delay,
-                                          self.rng)
-            self.counters["host_backoffs"] += 1
+            if retry.slows_host(result.status, result.error):
+                hs.backoff = retry.on_failure(hs.backoff, now, retry_after,
+                                              self.config.retry_delay, self.rng)
+                self.counters["host_backoffs"] += 1
+            else:  # one page's trouble: wait before the retry, at the normal pace afterwards
+                wait = retry.retry_delay(attempts, self.config.retry_delay, retry_after, self.rng)
+                hs.backoff = retry.pause(hs.backoff, now, wait)
+                self.counters["host_pauses"] += 1
         elif result.status is not None:
             hs.backoff = retry.on_success(hs.backoff)
         if retry.should_retry(attempts, result.status, result.error):

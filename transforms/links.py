@@ -16,7 +16,7 @@ What counts as a link:
   token is also present (``rel="alternate stylesheet"`` is a stylesheet).
 
 Every href is cleaned and resolved as a browser would (see :func:`resolve_href`) and only
-absolute ``http``/``https`` URLs with a host are kept, which also drops ``javascript:``,
+absolute ``http``/``https``/``ftp`` URLs with a host are kept, which also drops ``javascript:``,
 ``mailto:``, ``tel:``, ``data:`` and the like. Fragments are kept: the caller canonicalizes.
 """
 
@@ -46,9 +46,10 @@ LINK_RELS_IGNORED = frozenset({
 })
 
 _SNIFF_BYTES = 4096
-# An http(s) URL with a non-empty host (userinfo and port allowed, IPv6 literals bracketed).
+# An http(s) or ftp URL with a non-empty host (userinfo and port allowed, IPv6 literals
+# bracketed): the schemes the crawler has fetchers for.
 _HTTP_AUTHORITY = re.compile(
-    r"https?://(?:[^/?#]*@)?(?:[^/?#:@\[\]]+|\[[^/?#@\[\]]+\])(?::[^/?#]*)?(?:[/?#]|$)",
+    r"(?:https?|ftp)://(?:[^/?#]*@)?(?:[^/?#:@\[\]]+|\[[^/?#@\[\]]+\])(?::[^/?#]*)?(?:[/?#]|$)",
     re.IGNORECASE,
 )
 _SELECTOR = (
@@ -170,7 +171,7 @@ def decode_html(body: bytes, content_type: str | None) -> str:
 
 
 def resolve_href(href: str, base: str) -> str | None:
-    """Turns an attribute value into an absolute http(s) URL, as a browser would.
+    """Turns an attribute value into an absolute http(s) or ftp URL, as a browser would.
 
     Leading and trailing spaces and control characters are stripped, tabs and newlines inside
     are removed, backslashes count as slashes and inner spaces are percent-encoded (all as the
@@ -194,7 +195,7 @@ def resolve_href(href: str, base: str) -> str | None:
     # "?" or "#") at a fraction of its cost; everything else goes through urljoin.
     if _HTTP_AUTHORITY.match(cleaned):
         return cleaned
-    if cleaned[:8].lower().startswith(("http://", "https://")):
+    if cleaned[:8].lower().startswith(("http://", "https://", "ftp://")):
         return None  # absolute but hostless ("http://"), which urljoin would make the base
     if cleaned[0] == "/" and "/." not in cleaned:
         origin = _split_origin(base)

@@ -7,9 +7,12 @@ so tests are deterministic. Two levels act together:
   :data:`MAX_ATTEMPTS` attempts in all, after an exponentially growing, jittered delay that is
   never shorter than the server's ``Retry-After``; then the URL is recorded with its error. A
   final failure (4xx other than 429, a malformed URL, ...) is recorded at once;
-* **per host** (:class:`HostBackoff`, kept in the host's state, not the URL's): failures that
-  say the host itself is struggling (:func:`slows_host`) slow down every URL of the host, and
-  successes bring it back to its normal pace.
+* **per host** (:class:`HostBackoff`, kept in the host's state, not the URL's): every transient
+  failure pauses the host for the retry's delay (:func:`pause`), so the retry waits without a
+  per-URL timer; failures that say the host itself is struggling (:func:`slows_host`) also
+  stretch its pace for every URL, and successes bring it back to normal step by step. A lease
+  ends at its first transient failure (``transforms.fetch_service.run_lease``), so no further
+  request reaches the host before the pause is decided.
 """
 
 from __future__ import annotations
@@ -194,6 +197,22 @@ def on_failure(hb: HostBackoff, now: float, retry_after: float | None, base: flo
     return HostBackoff(consecutive_failures=failures,
                        slow_until=max(hb.slow_until, now + delay),
                        factor=min(MAX_HOST_FACTOR, hb.factor * 2))
+
+
+def pause(hb: HostBackoff, now: float, delay: float) -> HostBackoff:
+    """The host's backoff after a transient failure that does not slow the host (a 500): no
+    request starts for ``delay`` seconds (the retry's :func:`retry_delay`), and the pace after
+    that is unchanged.
+
+    Args:
+        hb: The host's backoff before the failure.
+        now: When the failure was observed.
+        delay: Seconds to wait, e.g. ``retry_delay(attempt, base, retry_after, rng)``.
+
+    Returns:
+        The same backoff with ``slow_until`` at least ``now + delay``.
+    """
+    return replace(hb, slow_until=max(hb.slow_until, now + max(0.0, delay)))
 
 
 def on_success(hb: HostBackoff) -> HostBackoff:

@@ -55,8 +55,15 @@ def _schedule_cells(result_request, host: str) -> dict[str, str]:
 
 
 def fetch_cells(result: FetchResult) -> dict[str, str]:
-    """The fetch family of one fetch (stored or not)."""
+    """The fetch family of one fetch (stored or not).
+
+    ``f:detail`` is always written, so the terminal row never keeps the detail of an earlier
+    ``retry_scheduled`` outcome; it says how many attempts the fetch took when it took more
+    than one.
+    """
+    attempts = result.request.attempt + 1
     cells = {"outcome": result.outcome, "outcome_at": iso(result.fetched_at),
+             "detail": f"after {attempts} attempts" if attempts > 1 else "",
              "fetched_at": iso(result.fetched_at),
              "final_url": result.final_url, "length": str(result.content_length),
              "elapsed_ms": str(round(result.elapsed * 1000))}

@@ -136,7 +136,8 @@ def build_warcinfo_record(filename: str, software: str, extra: dict[str, str] | 
 
 
 def build_response_record(result: FetchResult, *, warc_date: str | None = None) -> bytes:
-    """Builds the WARC ``response`` record of a fetched page, as one gzip member.
+    """Builds the WARC ``response`` record of a fetched page, as one gzip member (a ``resource``
+    record, the payload alone, for a protocol without HTTP framing such as FTP).
 
     The HTTP block is the status line ``HTTP/{version} {status} {reason}``, the response headers
     as received except Transfer-Encoding, and the body exactly as sent. When the server gave no
@@ -276,6 +277,16 @@ def _write_response(writer: WARCWriter, result: FetchResult, warc_date: str | No
     }
     if result.truncated:
         warc_headers["WARC-Truncated"] = "length"
+    if not result.final_url.lower().startswith(("http://", "https://")):
+        # WARC 1.1 section 6.4: a retrieval without HTTP framing (FTP) is a ``resource``
+        # record whose block is the payload itself, typed by its Content-Type.
+        warc_headers["WARC-Type"] = "resource"
+        record = writer.create_warc_record(
+            result.final_url, "resource", payload=io.BytesIO(result.body),
+            length=len(result.body), warc_headers_dict=warc_headers,
+            warc_content_type=_one_line(result.content_type or "application/octet-stream"))
+        writer.write_record(record)
+        return
     http_headers = StatusAndHeaders(
         _status_line(result.status, result.reason),
         [(_one_line(name), _one_line(value)) for name, value in result.headers

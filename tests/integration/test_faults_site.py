@@ -114,10 +114,6 @@ def test_429_is_retried_no_sooner_than_retry_after(faults: FaultsCrawl) -> None:
         assert _statuses(faults, site.throttled, f"/after-{i}") == [200]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "Retry-After is applied to the host only when the lease is harvested: a lease keeps "
-    "sending its remaining requests at the normal delay after a 429/503 (run_lease does not "
-    "stop the lease on a host-slowing response), so /after-1 follows the 429 by ~0.05 s"))
 def test_429_slows_the_whole_host(faults: FaultsCrawl) -> None:
     """After the 429, no request of any path reaches that host before Retry-After has passed."""
     site = faults.site
@@ -145,16 +141,13 @@ def test_a_500_that_never_recovers_is_tried_three_times(faults: FaultsCrawl) -> 
     assert int(host["errors"]) >= 1 and "500" in host["last_error"], host
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "transforms.rows.fetch_cells writes no f:detail, so a terminal fetch row keeps the detail "
-    "of the last retry_scheduled outcome, e.g. 'HTTP 500 (attempt 2 of 3)' on the final "
-    "not_stored row and 'HTTP 429 (attempt 1 of 3)' on a fetched one"))
 def test_a_terminal_row_does_not_keep_a_retry_detail(faults: FaultsCrawl) -> None:
     site = faults.site
-    for url in (site.flaky + "/flaky", site.throttled + "/limited", site.slow + "/slow",
-                site.broken + "/broken"):
+    attempts = {site.flaky + "/flaky": site.flaky_failures + 1, site.throttled + "/limited": 2,
+                site.slow + "/slow": MAX_ATTEMPTS, site.broken + "/broken": MAX_ATTEMPTS}
+    for url, n in attempts.items():
         f = _row(faults, url)[FETCH_FAMILY]
-        assert "attempt" not in f.get("detail", ""), (url, f)
+        assert f["detail"] == f"after {n} attempts", (url, f)
 
 
 def test_a_404_is_recorded_and_not_retried(faults: FaultsCrawl) -> None:
@@ -208,12 +201,6 @@ def test_with_the_guard_on_no_private_address_is_contacted(guarded: GuardedCrawl
         assert "ssrf_blocked" in f["error_detail"] and "loopback" in f["error_detail"], f
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "FTP is not reachable through the pipeline: transforms.urls.DEFAULT_SCHEMES is "
-    "{http, https} and ExtractLinks/ReadCrawlRequests/publish_seeds canonicalize with it, so "
-    "the ftp:// link is dropped at extraction (no row, no counter); and fetch_robots fetches "
-    "ftp://host/robots.txt with aiohttp, which fails ('client' error), so an FTP host's "
-    "robots.txt is disallow_all and its URLs would end as robots_unavailable"))
 def test_an_ftp_file_linked_from_a_page_is_fetched_once_and_stored(faults: FaultsCrawl) -> None:
     site = faults.site
     assert _row(faults, site.misc + "/ftp-links.html")[FETCH_FAMILY]["outcome"] == "fetched"

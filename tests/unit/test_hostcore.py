@@ -158,6 +158,26 @@ def test_transient_failures_are_retried_three_times_and_slow_the_whole_host():
     assert core.counters["retries"] == 2 and core.state.counters["errors"] == 1
 
 
+def test_a_500_pauses_the_host_before_the_retry_without_slowing_its_pace():
+    import random
+
+    core = HostCore(CONFIG, HostState(HOST), FrontierQueue(10), CONFIG.new_seen(),
+                    rng=random.Random(3))
+    core.accept([_req("broken"), _req("fine")], now=0.0)
+    _robots(core, 0.0, b"")
+    broken, fine = _lease_now(core, 1.1).requests
+    # The lease stopped at the 500 (run_lease), so "fine" comes back unfinished.
+    decision = _finish(core, 1.1, 1.2, results=[_result(broken, 500, headers=(
+        ("Retry-After", "7"),))], unfinished=[fine])
+    assert [o.outcome for o in decision.outcomes] == ["retry_scheduled"]
+    assert core.state.backoff.factor == 1.0 and core.state.backoff.consecutive_failures == 0
+    assert core.state.next_allowed_at >= 1.2 + 7  # Retry-After honoured by the host's pause
+    assert core.counters["host_pauses"] == 1 and core.counters["host_backoffs"] == 0
+    lease = _lease_now(core, core.state.next_allowed_at)
+    assert {r.url: r.attempt for r in lease.requests} == {broken.url: 1, fine.url: 0}
+    assert lease.delay == CONFIG.policy.defaults.min_delay
+
+
 def test_a_host_that_answers_again_recovers_its_delay():
     core = _core()
     core.accept([_req("a"), _req("b"), _req("c")], now=0.0)

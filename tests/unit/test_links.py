@@ -184,15 +184,22 @@ def test_resolve_href_resolves_like_a_browser(href, expected):
 @pytest.mark.parametrize(
     "href",
     ["", "   ", "#", "#top", "javascript:alert(1)", " JavaScript:x", "mailto:a@b.example",
-     "tel:+1", "data:text/html,hi", "ftp://files.example/x", "http://", "http:///nohost",
+     "tel:+1", "data:text/html,hi", "ftp://", "gopher://h.example/x", "http://", "http:///nohost",
      "http://[::1/broken", "//[bad", "about:blank"],
 )
 def test_resolve_href_rejects_what_is_not_a_crawlable_link(href):
     assert resolve_href(href, "http://h.example/a/b/c.html") is None
 
 
-def test_resolve_href_needs_an_http_base_for_relative_links():
-    assert resolve_href("/x", "ftp://files.example/") is None
+def test_resolve_href_keeps_ftp_links_the_crawler_can_fetch():
+    assert resolve_href("ftp://files.example/x", "http://h.example/") == "ftp://files.example/x"
+    assert resolve_href("FTP://files.example/a b", "http://h.example/") == (
+        "FTP://files.example/a%20b")
+    assert resolve_href("/x", "ftp://files.example/dir/") == "ftp://files.example/x"
+
+
+def test_resolve_href_needs_an_absolute_base_for_relative_links():
+    assert resolve_href("/x", "mailto:a@b.example") is None
     assert resolve_href("//h.example/x", "") is None
     assert resolve_href("https://h.example/x", "") == "https://h.example/x"
 

@@ -195,3 +195,11 @@ def test_a_host_that_fails_five_times_then_recovers():
     assert delays == sorted(delays) and delays[-1] == 32.0
     assert recovering == [16.0, 8.0, 4.0, 2.0, 1.0, 1.0]
     assert hb == HostBackoff(0, hb.slow_until, 1.0) and hb.slow_until < now
+
+
+def test_a_pause_holds_the_host_without_changing_its_pace():
+    hb = retry.HostBackoff(consecutive_failures=1, slow_until=50.0, factor=2.0)
+    paused = retry.pause(hb, now=10.0, delay=60.0)
+    assert (paused.slow_until, paused.factor, paused.consecutive_failures) == (70.0, 2.0, 1)
+    assert retry.pause(hb, now=10.0, delay=5.0).slow_until == 50.0  # never moves back
+    assert retry.pause(hb, now=100.0, delay=-1.0).slow_until == 100.0

@@ -172,6 +172,21 @@ def test_response_record_headers():
     assert "WARC-Truncated" not in fields
 
 
+def test_an_ftp_retrieval_is_a_resource_record_of_the_payload_alone():
+    body = b"<html><body>from ftp</body></html>"
+    result = make_result("ftp://files.example/doc.html", body, reason="")
+    result = FetchResult(**{**result.__dict__, "content_type": "text/html"})
+    data = build_response_record(result)
+    record = gzip.decompress(data)
+    head, _, _ = record.partition(b"\r\n\r\n")
+    fields = dict(line.split(": ", 1) for line in head.decode().split("\r\n")[1:])
+    assert fields["WARC-Type"] == "resource"
+    assert fields["Content-Type"] == "text/html"
+    assert fields["WARC-Target-URI"] == "ftp://files.example/doc.html"
+    view = read_record(data, 0)
+    assert (view.record_type, view.http_status, view.payload) == ("resource", None, body)
+
+
 def test_response_record_ids_are_unique_and_date_can_be_given():
     first = gzip.decompress(build_response_record(HTML_RESULT, warc_date="2020-01-02T03:04:05Z"))
     second = gzip.decompress(build_response_record(HTML_RESULT))
