@@ -30,6 +30,7 @@ from transforms.links import is_html
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
+    OUTCOME_NOT_MODIFIED,
     OUTCOME_NOT_STORED,
     OUTCOME_REDIRECT,
     CrawlRequest,
@@ -254,10 +255,13 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
         fetched_at = time.time()
         if started is None:
             started = fetched_at
+        headers = gate.headers()
+        if request.conditional and not hops:  # validators belong to the URL, not its targets
+            headers = {**(headers or {}), **dict(request.conditional)}
         try:
             async with released(gate), session.get(url, allow_redirects=False,
                                                     timeout=timeout,
-                                                    headers=gate.headers()) as resp:
+                                                    headers=headers) as resp:
                 status = resp.status
                 ctype = resp.headers.get("Content-Type")
                 # The fields every response outcome shares; each return below fills in the rest.
@@ -301,7 +305,8 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                     size = declared
                     resp.close()
                 return replace(base, content_length=size, elapsed=time.time() - started,
-                               outcome=OUTCOME_NOT_STORED)
+                               outcome=OUTCOME_NOT_MODIFIED if status == 304
+                               else OUTCOME_NOT_STORED)
         except LeaseExpired:
             raise
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:

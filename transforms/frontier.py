@@ -72,6 +72,7 @@ class _HostFrontierFn(beam.DoFn):
     HOST_STATE = ReadModifyWriteStateSpec("host", PickleCoder())
     QUEUE_STATE = ReadModifyWriteStateSpec("queue", PickleCoder())
     SEEN_STATE = ReadModifyWriteStateSpec("seen", BytesCoder())
+    BOOK_STATE = ReadModifyWriteStateSpec("recrawl", PickleCoder())
     LEASE_TIMER = TimerSpec("lease", TimeDomain.REAL_TIME)
 
     def __init__(self, config: FrontierConfig) -> None:
@@ -82,27 +83,31 @@ class _HostFrontierFn(beam.DoFn):
         self._metrics: dict[str, Any] = {}
         self._lease_size = Metrics.distribution(METRICS_NAMESPACE, "lease_size")
 
-    def _core(self, host: str, host_state, queue_state, seen_state=None) -> HostCore:
+    def _core(self, host: str, host_state, queue_state, book_state, seen_state=None) -> HostCore:
         cfg = self._config
         raw_seen = seen_state.read() if seen_state is not None else None
         seen = ScalableBloomFilter.from_bytes(raw_seen) if raw_seen else cfg.new_seen()
         return HostCore(cfg, host_state.read() or HostState(host),
-                        queue_state.read() or schedule.FrontierQueue(cfg.queue_capacity), seen)
+                        queue_state.read() or schedule.FrontierQueue(cfg.queue_capacity), seen,
+                        book_loader=book_state.read)
 
     def process(self, element: tuple[str, tuple[CrawlRequest, ...]],
                 host_state=beam.DoFn.StateParam(HOST_STATE),
                 queue_state=beam.DoFn.StateParam(QUEUE_STATE),
                 seen_state=beam.DoFn.StateParam(SEEN_STATE),
+                book_state=beam.DoFn.StateParam(BOOK_STATE),
                 timer=beam.DoFn.TimerParam(LEASE_TIMER)) -> Iterator[Any]:
         host, requests = element
         now = time.time()
-        core = self._core(host, host_state, queue_state, seen_state)
+        core = self._core(host, host_state, queue_state, book_state, seen_state)
         outcomes, wake_at = core.accept(requests, now)
         if wake_at is not None:
             timer.set(Timestamp(wake_at))
             core.state.timer_at = wake_at
         if core.seen_changed:
             seen_state.write(core.seen.to_bytes())
+        if core.book_changed:
+            book_state.write(core.book)
         queue_state.write(core.queue)
         host_state.write(core.state)
         self._flush_metrics(core.counters)
@@ -114,15 +119,18 @@ class _HostFrontierFn(beam.DoFn):
     def on_lease_timer(self, key=beam.DoFn.KeyParam,
                        host_state=beam.DoFn.StateParam(HOST_STATE),
                        queue_state=beam.DoFn.StateParam(QUEUE_STATE),
+                       book_state=beam.DoFn.StateParam(BOOK_STATE),
                        timer=beam.DoFn.TimerParam(LEASE_TIMER)) -> Iterator[Any]:
         now = time.time()
-        core = self._core(key, host_state, queue_state)
+        core = self._core(key, host_state, queue_state, book_state)
         decision = core.on_timer(self._service.poll, now)
         if decision.lease is not None:
             self._service.submit(decision.lease)
             self._lease_size.update(len(decision.lease.requests))
         if decision.wake_at is not None:
             timer.set(Timestamp(decision.wake_at))
+        if core.book_changed:
+            book_state.write(core.book)
         queue_state.write(core.queue)
         host_state.write(core.state)
         self._flush_metrics(core.counters)

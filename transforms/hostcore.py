@@ -22,7 +22,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from transforms import retry, schedule
+from transforms import recrawl, retry, schedule
 from transforms.bloom import ScalableBloomFilter
 from transforms.content import header
 from transforms.fetch import FetchConfig, Lease, LeaseOutcome
@@ -32,6 +32,7 @@ from transforms.records import (
     OUTCOME_BUDGET,
     OUTCOME_ERROR,
     OUTCOME_FILTERED,
+    OUTCOME_FRESH,
     OUTCOME_QUEUE_OVERFLOW,
     OUTCOME_QUEUED,
     OUTCOME_RETRY,
@@ -41,8 +42,11 @@ from transforms.records import (
     HostStats,
     UrlOutcome,
 )
+from transforms.recrawl_book import RecrawlBook
 from transforms.robots import RobotsRules, product_token, rules_from_response
+from transforms.rows import iso as iso_time
 from transforms.urls import robots_url, url_fingerprint
+from transforms.warc import payload_checksum
 
 LOST_LEASE_GRACE = 2.0
 # robots.txt (RFC 9309) governs http and https; other schemes (ftp) are leased without it.
@@ -105,6 +109,9 @@ class HostState:
     counters: dict[str, int] = field(default_factory=dict)
     last_error: str = ""
     backoff: retry.HostBackoff = field(default_factory=retry.HostBackoff)
+    # The earliest next fetch time in the host's RecrawlBook (kept here so that an idle host's
+    # timer is planned without loading the book), or None when nothing is due later.
+    next_recrawl_at: float | None = None
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n
@@ -126,7 +133,8 @@ class HostCore:
 
     def __init__(self, config: FrontierConfig, state: HostState,
                  queue: schedule.FrontierQueue, seen: ScalableBloomFilter,
-                 rng: random.Random | None = None) -> None:
+                 rng: random.Random | None = None,
+                 book_loader: Callable[[], RecrawlBook | None] | None = None) -> None:
         self.config = config
         self.policy: HostPolicy = config.policy.for_host(state.host)
         self.agent = (product_token(self.policy.user_agent) if self.policy.user_agent
@@ -137,6 +145,21 @@ class HostCore:
         self.seen = seen
         self.seen_changed = False
         self.counters: Counter[str] = Counter()
+        self._book_loader = book_loader
+        self._book: RecrawlBook | None = None
+        self.book_changed = False
+
+    @property
+    def book(self) -> RecrawlBook:
+        """The host's recrawl book, loaded from state on first use (most calls never need it)."""
+        if self._book is None:
+            loaded = self._book_loader() if self._book_loader is not None else None
+            self._book = loaded if loaded is not None else RecrawlBook(self.book_capacity)
+        return self._book
+
+    @property
+    def book_capacity(self) -> int:
+        return max(1, min(self.policy.max_pages_per_host, self.config.max_seen))
 
     # -- politeness ------------------------------------------------------------------------
 
@@ -178,6 +201,10 @@ class HostCore:
                 continue
             fingerprint = url_fingerprint(request.url)
             if fingerprint in self.seen:
+                resubmitted = self._resubmitted(request, fingerprint, now)
+                if resubmitted is not None:
+                    outcomes.append(resubmitted)
+                    continue
                 self._count("dedup_dropped")
                 continue
             rejection = first_rejection(request.url, request.depth, hp, now)
@@ -206,10 +233,35 @@ class HostCore:
             self._count("accepted", counter="urls_accepted")
             outcomes.append(self._outcome(request, OUTCOME_QUEUED, now))
         wake = None
-        if hs.lease is None and len(self.queue) and (hs.timer_at is None
-                                                     or hs.timer_at < now - 30):
+        if hs.lease is None and len(self.queue):
             wake = max(now, hs.next_allowed_at)
+            # Keep a timer that will fire in time (setting it again costs a state write); a
+            # stale one, or one set for a later recrawl, is moved to when the queue may start.
+            if hs.timer_at is not None and now - 30 <= hs.timer_at <= wake:
+                wake = None
         return outcomes, wake
+
+    def _resubmitted(self, request: CrawlRequest, fingerprint: bytes,
+                     now: float) -> UrlOutcome | None:
+        """A seed (not a rediscovered link) for a URL the host already fetched: ``fresh`` before
+        its next fetch time, queued as a conditional recrawl after it. None: a plain
+        duplicate (not fetched yet, or rediscovered), dropped by the caller."""
+        if request.discovered_from is not None:
+            return None
+        entry = self.book.get(fingerprint)
+        if entry is None or self.book.is_scheduled(fingerprint):
+            return None
+        if recrawl.is_fresh(entry.history.next_fetch_at, now):
+            self._count("fresh", counter="urls_fresh")
+            return self._outcome(request, OUTCOME_FRESH, now,
+                                 f"fetched {iso_time(entry.history.fetched_at)}, next fetch "
+                                 f"{iso_time(entry.history.next_fetch_at)}")
+        if not self.queue.push(entry.recrawl_request(), now, self.policy.priority_boost):
+            return None
+        self.book.mark_scheduled(fingerprint)
+        self.book_changed = True
+        self.counters["recrawls_scheduled"] += 1
+        return self._outcome(request, OUTCOME_QUEUED, now, "recrawl")
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -290,7 +342,7 @@ class HostCore:
             kind = result.error or f"http_{result.status}"
             self._count("errors", counter=f"fetch_error_{kind}")
             hs.last_error = f"{kind}: {result.error_detail or ''}"[:200]
-        decision.results.append(result)
+        decision.results.append(self._record_fetch(result, now))
 
     def _apply_robots(self, outcome: LeaseOutcome, now: float, decision: TimerDecision) -> None:
         hs, cfg, response = self.state, self.config, outcome.robots
@@ -319,7 +371,9 @@ class HostCore:
     def _plan(self, now: float, decision: TimerDecision) -> None:
         """Chooses the next step of an idle host: nothing, wait, robots.txt, or a lease."""
         hs, cfg = self.state, self.config
+        self._queue_due_recrawls(now)
         if not len(self.queue):
+            decision.wake_at = hs.next_recrawl_at
             return
         start = max(now, hs.next_allowed_at)
         robots = self.fresh_robots(now)
@@ -360,6 +414,49 @@ class HostCore:
         deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
         self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline,
                           user_agent=self.policy.user_agent), decision)
+
+    def _queue_due_recrawls(self, now: float) -> None:
+        """Moves the URLs whose next fetch time has come from the book into the queue, as
+        conditional requests, as far as the queue has room."""
+        hs = self.state
+        if hs.next_recrawl_at is None or hs.next_recrawl_at > now:
+            return
+        room = self.config.queue_capacity - len(self.queue)
+        due = self.book.pop_due(now, max(0, room))
+        for entry in due:
+            self.queue.push(entry.recrawl_request(), now, self.policy.priority_boost)
+        self.counters["recrawls_scheduled"] += len(due)
+        hs.next_recrawl_at = self.book.next_due()
+        self.book_changed = True
+
+    def _record_fetch(self, result: FetchResult, now: float) -> FetchResult:
+        """Keeps the URL's fetch history (validators, checksum, interval) and returns the result
+        with its next fetch time. A failure without a response keeps a known URL's history and
+        tries again one interval later."""
+        fingerprint = url_fingerprint(result.request.url)
+        book = self.book
+        self.book_changed = True
+        if result.status is None:
+            if book.reschedule(fingerprint, now):
+                self._note_due()
+            return result
+        previous = book.get(fingerprint)
+        checksum = payload_checksum(result.body) if result.body is not None else None
+        history = recrawl.update_history(previous.history if previous else None, now,
+                                         result.status, checksum, result.headers,
+                                         self.policy.recrawl)
+        if result.status == 304:
+            self._count("not_modified", counter="pages_not_modified")
+        base = previous.request if previous else dataclasses.replace(
+            result.request, attempt=0, conditional=())
+        if not book.record(fingerprint, base, history):
+            self.counters["recrawl_book_full"] += 1
+            return result
+        self._note_due()
+        return dataclasses.replace(result, next_fetch_at=history.next_fetch_at)
+
+    def _note_due(self) -> None:
+        self.state.next_recrawl_at = self.book.next_due()
 
     def _start(self, lease: Lease, decision: TimerDecision) -> None:
         self.counters["leases_started"] += 1

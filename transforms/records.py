@@ -40,6 +40,8 @@ class CrawlRequest:
         priority: higher is fetched first within a host; seeds may set it.
         discovered_from: the URL of the page that linked here, or None for a seed.
         attempt: fetch attempts already made (a URL returned by an expired lease keeps its count).
+        conditional: request headers that make a recrawl a conditional GET (``If-None-Match``,
+            ``If-Modified-Since``), from the previous response's validators; empty otherwise.
     """
 
     url: str
@@ -47,6 +49,7 @@ class CrawlRequest:
     priority: int = 0
     discovered_from: str | None = None
     attempt: int = 0
+    conditional: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,7 @@ class FetchResult:
     error_detail: str | None = None
     elapsed: float = 0.0
     outcome: str = OUTCOME_FETCHED
+    next_fetch_at: float | None = None  # set by the frontier from the URL's fetch history
 
     def without_body(self) -> FetchResult:
         return dataclasses.replace(self, body=None)

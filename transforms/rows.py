@@ -13,6 +13,7 @@ import hashlib
 from datetime import UTC, datetime
 from typing import NamedTuple
 
+from transforms.content import header
 from transforms.records import (
     OUTCOME_FETCHED,
     DeadLetter,
@@ -80,6 +81,20 @@ def fetch_cells(result: FetchResult) -> dict[str, str]:
     if result.error:
         cells["error"] = result.error
         cells["error_detail"] = result.error_detail or ""
+    for name, column in (("etag", "etag"), ("last-modified", "last_modified")):
+        value = header(result.headers, name)
+        if value:
+            cells[column] = value
+    return cells
+
+
+def _fetch_schedule_cells(result: FetchResult) -> dict[str, str]:
+    """The schedule family of a fetch: the request's cells and, once the frontier recorded
+    the fetch, when the URL is due again."""
+    cells = _schedule_cells(result.request, result.host)
+    if result.next_fetch_at is not None:
+        cells["next_fetch"] = iso(result.next_fetch_at)
+        cells["recrawl_interval"] = str(round(result.next_fetch_at - result.fetched_at))
     return cells
 
 
@@ -95,7 +110,7 @@ def stored_page_row(stored: StoredPage) -> Row:
                          "warc_offset": str(stored.location.offset),
                          "warc_length": str(stored.location.length)},
         PARSE_FAMILY: {"outlinks": str(len(stored.page.outlinks))},
-        SCHEDULE_FAMILY: _schedule_cells(fetch.request, fetch.host),
+        SCHEDULE_FAMILY: _fetch_schedule_cells(fetch),
     }
     if stored.page.title is not None:
         cells[PARSE_FAMILY]["title"] = stored.page.title
@@ -109,7 +124,7 @@ def stored_page_row(stored: StoredPage) -> Row:
 def unstored_result_row(result: FetchResult) -> Row:
     """The row of a fetch whose body is not stored (error, non-HTML, non-2xx, redirect)."""
     cells: Cells = {FETCH_FAMILY: fetch_cells(result),
-                    SCHEDULE_FAMILY: _schedule_cells(result.request, result.host)}
+                    SCHEDULE_FAMILY: _fetch_schedule_cells(result)}
     return Row(row_key(result.request.url), cells, result.fetched_at)
 
 

@@ -510,13 +510,16 @@ def read_table(project: str, instance: str, table: str) -> Rows:
             for row in rows}
 
 
-def crawl(stack: LocalStack, seeds: list[str], flags: list[str]) -> Crawl:
+def crawl(stack: LocalStack, seeds: list[str], flags: list[str],
+          later: tuple[float, list[str]] | None = None) -> Crawl:
     """Runs one crawl of ``seeds`` in a topic, subscription, instance and WARC prefix of its own.
 
     Args:
         stack: the session's local stack.
         seeds: URLs to publish before the run.
         flags: pipeline flags on top of the isolated resources.
+        later: ``(seconds, urls)``: URLs to publish again that long after the run started, as
+            a client submitting URLs to a running crawl would.
     """
     suffix = uuid.uuid4().hex[:8]
     topic, subscription, instance = f"pol-{suffix}", f"pol-{suffix}-sub", f"pol-{suffix}"
@@ -531,8 +534,14 @@ def crawl(stack: LocalStack, seeds: list[str], flags: list[str]) -> Crawl:
         f"--bigtable_instance={instance}", f"--warc_prefix={warc_prefix}", *flags])
     out = io.StringIO()
     started = time.monotonic()
+    resubmit = None
+    if later is not None:
+        resubmit = threading.Timer(later[0], publish_seeds, (later[1], stack.project, topic))
+        resubmit.start()
     summary = run(argv, out=out)
     wall = time.monotonic() - started
+    if resubmit is not None:
+        resubmit.cancel()
     assert isinstance(summary, RunSummary)
     rows = {url_from_row_key(key): cells
             for key, cells in read_table(stack.project, instance, "webtable").items()}

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from transforms.fetch import FetchConfig, LeaseOutcome, RobotsResponse
 from transforms.hostcore import LOST_LEASE_GRACE, FrontierConfig, HostCore, HostState
 from transforms.policy import HostPolicy, Policy
@@ -102,7 +104,10 @@ def test_unfinished_requests_go_back_first_and_results_are_emitted():
     assert lease is not None
     done = FetchResult(lease.requests[0], HOST, 1.2, lease.requests[0].url, status=200)
     decision = _finish(core, 1.1, 1.3, results=[done], unfinished=[lease.requests[1]])
-    assert decision.results == [done] and len(core.queue) == 1
+    # The result comes out with its next fetch time: the policy's default interval.
+    interval = CONFIG.policy.defaults.recrawl.default_interval
+    assert decision.results == [dataclasses.replace(done, next_fetch_at=1.3 + interval)]
+    assert len(core.queue) == 1
     assert decision.wake_at == 1.3 + 1.0
     assert core.stats(1.3).fetched == 1
 
