@@ -43,7 +43,7 @@ class CrawlOutputs(NamedTuple):
     stats: beam.PCollection  # HostStats
     stored: beam.PCollection  # StoredPage, pages with their WARC location
     unstored: beam.PCollection  # FetchResult without stored body (errors, non-HTML, redirects)
-    links: beam.PCollection  # CrawlRequest, discovered links and cross-host redirects
+    links: beam.PCollection  # CrawlRequest: links, cross-host redirects, sitemaps, other hosts
     dead_letters: beam.PCollection  # DeadLetter
 
 
@@ -63,8 +63,10 @@ class CrawlCore(beam.PTransform):
             self._options.frontier_config().robots_agent)
         stored = extract.pages | "WriteWarc" >> WriteWarc(
             o["warc_prefix"], o["warc_roll_bytes"], o["warc_roll_seconds"], o["warc_shards"])
+        links = ((extract.links, frontier.discovered)
+                 | "AllDiscoveredRequests" >> beam.Flatten())
         return CrawlOutputs(frontier.fetched, frontier.outcomes, frontier.stats, stored,
-                            extract.unstored, extract.links, ingest.dead_letters)
+                            extract.unstored, links, ingest.dead_letters)
 
 
 def build_pipeline(p: beam.Pipeline, options: CrawlerOptions) -> CrawlOutputs:

@@ -7,10 +7,13 @@ content-coding, canonicalizes links and applies page-level robots directives
 of the frontier, ``noindex`` marks the page (stored, not exported for indexing). Links with
 ``rel=nofollow`` are never followed; ``rel=canonical`` is recorded and, unless the page is
 nofollow, enqueued. Cross-host redirects become requests so they go back through the frontier.
+A fetched sitemap (``transforms.sitemap_links``) yields its child sitemaps or pages and a row
+with its summary; it is not stored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
@@ -20,8 +23,16 @@ from apache_beam.metrics import Metrics
 from transforms.content import decode_content, header
 from transforms.links import extract_html
 from transforms.policy import SUPPORTED_SCHEMES
-from transforms.records import CrawlRequest, FetchResult, ParsedPage
+from transforms.records import (
+    OUTCOME_NOT_STORED,
+    SITEMAP_KINDS,
+    CrawlRequest,
+    FetchResult,
+    ParsedPage,
+)
 from transforms.robots_meta import meta_contents, page_directives, x_robots_tags
+from transforms.sitemap_links import SitemapYield, sitemap_outlinks
+from transforms.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from transforms.urls import InvalidUrl, canonicalize_url
 from transforms.warc import payload_checksum
 
@@ -74,6 +85,14 @@ def parse_page(result: FetchResult, user_agent: str) -> tuple[ParsedPage, list[C
     return page, requests
 
 
+def read_sitemap(result: FetchResult) -> SitemapYield:
+    """Parses a fetched sitemap (content-coding undone) into what it adds to the crawl."""
+    decoded, _ = decode_content(result.body or b"", header(result.headers, "Content-Encoding"),
+                                MAX_SITEMAP_BYTES)
+    return sitemap_outlinks(result, parse_sitemap(decoded, result.final_url,
+                                                  result.content_type))
+
+
 class _ExtractFn(beam.DoFn):
     def __init__(self, user_agent: str) -> None:
         self._user_agent = user_agent
@@ -84,8 +103,14 @@ class _ExtractFn(beam.DoFn):
         self._redirects = Metrics.counter(METRICS_NAMESPACE, "redirects_to_frontier")
         self._nofollow = Metrics.counter(METRICS_NAMESPACE, "pages_nofollow")
         self._noindex = Metrics.counter(METRICS_NAMESPACE, "pages_noindex")
+        self._sitemaps = Metrics.counter(METRICS_NAMESPACE, "sitemaps_parsed")
+        self._sitemap_urls = Metrics.counter(METRICS_NAMESPACE, "sitemap_urls")
+        self._sitemap_out_of_scope = Metrics.counter(METRICS_NAMESPACE, "sitemap_out_of_scope")
 
     def process(self, result: FetchResult) -> Iterator[Any]:
+        if result.request.kind in SITEMAP_KINDS and result.body is not None:
+            yield from self._sitemap(result)
+            return
         if result.redirect_to is not None:
             self._redirects.inc()
             request = result.request
@@ -107,6 +132,19 @@ class _ExtractFn(beam.DoFn):
         yield page
         for request in requests:
             yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
+
+
+    def _sitemap(self, result: FetchResult) -> Iterator[Any]:
+        """A fetched sitemap: its child sitemaps or pages to the frontier, and its row with a
+        summary of what it listed and dropped (the sitemap itself is not stored)."""
+        outcome = read_sitemap(result)
+        self._sitemaps.inc()
+        self._sitemap_urls.inc(len(outcome.requests))
+        self._sitemap_out_of_scope.inc(outcome.out_of_scope)
+        for request in outcome.requests:
+            yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
+        yield beam.pvalue.TaggedOutput(UNSTORED_TAG, dataclasses.replace(
+            result.without_body(), outcome=OUTCOME_NOT_STORED, detail=outcome.detail))
 
 
 class ExtractOutputs(NamedTuple):

@@ -33,9 +33,11 @@ from transforms.records import (
     OUTCOME_NOT_MODIFIED,
     OUTCOME_NOT_STORED,
     OUTCOME_REDIRECT,
+    SITEMAP_KINDS,
     CrawlRequest,
     FetchResult,
 )
+from transforms.sitemaps import MAX_SITEMAP_BYTES
 from transforms.ssrf import (
     SSRF_ERROR_KIND,
     check_url_target,
@@ -291,6 +293,12 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                                        outcome=OUTCOME_REDIRECT)
                     url = target
                     continue
+                if 200 <= status < 300 and request.kind in SITEMAP_KINDS:
+                    # Parsed by ExtractLinks, never stored; the protocol allows 50 MB.
+                    body, truncated = await _read_limited(resp, MAX_SITEMAP_BYTES)
+                    return replace(base, body=body, content_length=len(body),
+                                   truncated=truncated, elapsed=time.time() - started,
+                                   outcome=OUTCOME_FETCHED)
                 if 200 <= status < 300 and is_html(ctype):
                     body, truncated = await _read_limited(resp, config.max_body_bytes)
                     return replace(base, body=body, content_length=len(body),

@@ -59,10 +59,12 @@ from transforms.records import CrawlRequest
 METRICS_NAMESPACE = "crawler"
 OUTCOMES_TAG = "outcomes"
 STATS_TAG = "stats"
+DISCOVERED_TAG = "discovered"
 
 
 class _HostFrontierFn(beam.DoFn):
-    """Keyed by host. Input: (host, requests). Outputs: FetchResult (main), UrlOutcome, HostStats.
+    """Keyed by host. Input: (host, requests). Outputs: FetchResult (main), UrlOutcome, HostStats,
+    and CrawlRequests for other hosts (sitemaps that a robots.txt names elsewhere).
 
     A thin shell: state and timer in, ``HostCore`` decides, outputs and metrics out.
     Invariant: at most one lease per host is out, and a lease starts no earlier than the previous
@@ -137,6 +139,8 @@ class _HostFrontierFn(beam.DoFn):
         yield from decision.results
         for outcome in decision.outcomes:
             yield beam.pvalue.TaggedOutput(OUTCOMES_TAG, outcome)
+        for request in decision.discovered:
+            yield beam.pvalue.TaggedOutput(DISCOVERED_TAG, request)
         if decision.changed:
             yield beam.pvalue.TaggedOutput(STATS_TAG, core.stats(now))
 
@@ -151,6 +155,7 @@ class FrontierOutputs(NamedTuple):
     fetched: beam.PCollection  # FetchResult
     outcomes: beam.PCollection  # UrlOutcome (queued, robots_blocked, overflow, errors)
     stats: beam.PCollection  # HostStats
+    discovered: beam.PCollection  # CrawlRequest for other hosts (sitemaps named in robots.txt)
 
 
 class HostFrontier(beam.PTransform):
@@ -162,8 +167,10 @@ class HostFrontier(beam.PTransform):
 
     def expand(self, keyed_requests: beam.PCollection) -> FrontierOutputs:
         outputs = keyed_requests | "ScheduleAndFetch" >> beam.ParDo(
-            _HostFrontierFn(self._config)).with_outputs(OUTCOMES_TAG, STATS_TAG, main="fetched")
-        return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG])
+            _HostFrontierFn(self._config)).with_outputs(OUTCOMES_TAG, STATS_TAG, DISCOVERED_TAG,
+                                                        main="fetched")
+        return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG],
+                               outputs[DISCOVERED_TAG])
 
 
 __all__ = ["FrontierOutputs", "HostFrontier"]

@@ -45,7 +45,8 @@ from transforms.records import (
 from transforms.recrawl_book import RecrawlBook
 from transforms.robots import RobotsRules, product_token, rules_from_response
 from transforms.rows import iso as iso_time
-from transforms.urls import robots_url, url_fingerprint
+from transforms.sitemap_links import robots_sitemap_requests
+from transforms.urls import politeness_key, robots_url, url_fingerprint
 from transforms.warc import payload_checksum
 
 LOST_LEASE_GRACE = 2.0
@@ -92,6 +93,7 @@ class ActiveLease:
     deadline: float
     robots: bool
     polls: int = 0
+    robots_url: str | None = None  # the robots.txt URL of a robots lease
 
 
 @dataclass
@@ -126,6 +128,7 @@ class TimerDecision:
     lease: Lease | None = None
     wake_at: float | None = None
     changed: bool = False
+    discovered: list[CrawlRequest] = field(default_factory=list)  # for other hosts' frontiers
 
 
 class HostCore:
@@ -244,14 +247,19 @@ class HostCore:
     def _resubmitted(self, request: CrawlRequest, fingerprint: bytes,
                      now: float) -> UrlOutcome | None:
         """A seed (not a rediscovered link) for a URL the host already fetched: ``fresh`` before
-        its next fetch time, queued as a conditional recrawl after it. None: a plain
-        duplicate (not fetched yet, or rediscovered), dropped by the caller."""
-        if request.discovered_from is not None:
+        its next fetch time, queued as a conditional recrawl after it. A sitemap entry whose
+        ``lastmod`` is after the URL's last fetch is queued at once. None: a plain duplicate
+        (not fetched yet, or rediscovered), dropped by the caller."""
+        seed = request.discovered_from is None
+        if not seed and request.lastmod is None:
             return None
         entry = self.book.get(fingerprint)
         if entry is None or self.book.is_scheduled(fingerprint):
             return None
-        if recrawl.is_fresh(entry.history.next_fetch_at, now):
+        changed = request.lastmod is not None and request.lastmod > entry.history.fetched_at
+        if not changed and not seed:
+            return None
+        if not changed and recrawl.is_fresh(entry.history.next_fetch_at, now):
             self._count("fresh", counter="urls_fresh")
             return self._outcome(request, OUTCOME_FRESH, now,
                                  f"fetched {iso_time(entry.history.fetched_at)}, next fetch "
@@ -261,7 +269,9 @@ class HostCore:
         self.book.mark_scheduled(fingerprint)
         self.book_changed = True
         self.counters["recrawls_scheduled"] += 1
-        return self._outcome(request, OUTCOME_QUEUED, now, "recrawl")
+        return self._outcome(request, OUTCOME_QUEUED, now,
+                             "recrawl: sitemap lastmod after the last fetch" if changed
+                             else "recrawl")
 
     # -- leases ----------------------------------------------------------------------------
 
@@ -295,9 +305,12 @@ class HostCore:
     def _apply_outcome(self, outcome: LeaseOutcome, now: float,
                        decision: TimerDecision) -> None:
         hs = self.state
+        robots_lease_url = hs.lease.robots_url if hs.lease is not None else None
         hs.lease = None
         if outcome.robots is not None:
             self._apply_robots(outcome, now, decision)
+            if robots_lease_url is not None and hs.robots is not None:
+                self._queue_sitemaps(hs.robots, robots_lease_url, now, decision)
         for result in outcome.results:
             self._apply_result(result, now, decision)
         if outcome.unfinished:
@@ -415,6 +428,25 @@ class HostCore:
         self._start(Lease(Lease.new_id(), hs.host, tuple(batch), now, delay, deadline,
                           user_agent=self.policy.user_agent), decision)
 
+    def _queue_sitemaps(self, rules: RobotsRules, robots_txt_url: str, now: float,
+                        decision: TimerDecision) -> None:
+        """Queues the sitemaps a freshly parsed robots.txt names (``transforms.sitemap_links``);
+        one on another host goes to that host's frontier through the crawl loop."""
+        if rules.mode == "disallow_all" or not self.policy.sitemaps:
+            return
+        named = rules.sitemaps() if rules.mode == "parsed" else ()
+        for request in robots_sitemap_requests(named, robots_txt_url,
+                                               probe=self.policy.probe_sitemap_xml):
+            if politeness_key(request.url) != self.state.host:
+                decision.discovered.append(request)
+                self.counters["sitemaps_other_host"] += 1
+                continue
+            fingerprint = url_fingerprint(request.url)
+            if fingerprint in self.seen or not self.queue.push(request, now):
+                continue  # already known: a recrawl brings it back when it is due
+            self._remember(fingerprint)
+            self.counters["sitemaps_queued"] += 1
+
     def _queue_due_recrawls(self, now: float) -> None:
         """Moves the URLs whose next fetch time has come from the book into the queue, as
         conditional requests, as far as the queue has room."""
@@ -448,7 +480,7 @@ class HostCore:
         if result.status == 304:
             self._count("not_modified", counter="pages_not_modified")
         base = previous.request if previous else dataclasses.replace(
-            result.request, attempt=0, conditional=())
+            result.request, attempt=0, conditional=(), lastmod=None)
         if not book.record(fingerprint, base, history):
             self.counters["recrawl_book_full"] += 1
             return result
@@ -461,7 +493,8 @@ class HostCore:
     def _start(self, lease: Lease, decision: TimerDecision) -> None:
         self.counters["leases_started"] += 1
         self.state.lease = ActiveLease(lease.lease_id, lease.requests, lease.deadline,
-                                       robots=lease.robots_url is not None)
+                                       robots=lease.robots_url is not None,
+                                       robots_url=lease.robots_url)
         decision.lease = lease
         decision.wake_at = schedule.expected_lease_end(lease.start_at, max(1, len(
             lease.requests)), lease.delay)

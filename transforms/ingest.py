@@ -7,6 +7,7 @@ crawled go to a dead-letter output with their reason; nothing is dropped silentl
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections import defaultdict
 from collections.abc import Iterator
@@ -80,8 +81,7 @@ class _DecodeAndKeyFn(beam.DoFn):
                                request.url.encode("utf-8", "replace"), now))
                 continue
             if url != request.url:
-                request = CrawlRequest(url, request.depth, request.priority,
-                                       request.discovered_from, request.attempt)
+                request = dataclasses.replace(request, url=url)
             by_host[key].append(request)
         for host, host_requests in by_host.items():
             yield host, tuple(host_requests)

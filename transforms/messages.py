@@ -6,6 +6,10 @@ group by host), as JSON::
     {"v": 1, "requests": [{"url": "https://example.com/", "depth": 0, "priority": 0,
                            "from": null}, ...]}
 
+Optional item fields: ``attempt``, ``kind`` (``sitemap`` or ``sitemap_child`` for sitemap
+fetches; absent for pages), ``via`` (the robots.txt that named a sitemap) and ``lastmod`` (a
+sitemap's lastmod of the URL, seconds since the epoch).
+
 with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
 client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
 ``depth`` and ``priority`` attributes.
@@ -16,7 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from transforms.records import CrawlRequest
+from transforms.records import KIND_PAGE, SITEMAP_KINDS, CrawlRequest
 
 MESSAGE_VERSION = 1
 KIND_ATTRIBUTE = "kind"
@@ -38,6 +42,12 @@ def encode_requests(requests: Iterable[CrawlRequest]) -> bytes:
             item["from"] = r.discovered_from
         if r.attempt:
             item["attempt"] = r.attempt
+        if r.kind != KIND_PAGE:
+            item["kind"] = r.kind
+        if r.via is not None:
+            item["via"] = r.via
+        if r.lastmod is not None:
+            item["lastmod"] = r.lastmod
         items.append(item)
     return json.dumps({"v": MESSAGE_VERSION, "requests": items}, separators=(",", ":")).encode()
 
@@ -84,11 +94,17 @@ def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) ->
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             raise BadMessage(f'requests[{i}] needs a "url" string')
+        kind = item.get("kind", KIND_PAGE)
+        if kind != KIND_PAGE and kind not in SITEMAP_KINDS:
+            raise BadMessage(f"requests[{i}]: unknown kind {kind!r}")
+        lastmod = item.get("lastmod")
         try:
             out.append(CrawlRequest(url=item["url"], depth=int(item.get("depth", 0)),
                                     priority=int(item.get("priority", 0)),
                                     discovered_from=item.get("from"),
-                                    attempt=int(item.get("attempt", 0))))
+                                    attempt=int(item.get("attempt", 0)), kind=kind,
+                                    via=item.get("via"),
+                                    lastmod=None if lastmod is None else float(lastmod)))
         except (TypeError, ValueError) as exc:
             raise BadMessage(f"requests[{i}]: {exc}") from exc
     return out

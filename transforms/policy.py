@@ -23,6 +23,8 @@ File format (``--policy FILE``: ``.yaml``/``.yml`` or ``.json``; every key is op
       skip_extensions: [jpg, png]     # replaces the default set
       remove_params: ['utm_*', sid]   # case-insensitive globs, removed when canonicalizing
       sort_query: false
+      sitemaps: true                  # follow the Sitemap: lines of robots.txt
+      probe_sitemap_xml: false        # also try /sitemap.xml when robots.txt names none
       traps: {max_path_depth: 16, max_repeated_segments: 2, max_query_params: 8,
               calendar_window_years: 2}
       recrawl: {default_interval: 86400, min_interval: 3600, max_interval: 2592000}
@@ -183,6 +185,8 @@ class HostPolicy:
     skip_extensions: frozenset[str] = DEFAULT_SKIP_EXTENSIONS
     remove_params: tuple[str, ...] = DEFAULT_REMOVE_PARAMS
     sort_query: bool = False
+    sitemaps: bool = True
+    probe_sitemap_xml: bool = False
 
     def __post_init__(self) -> None:
         _check("min_delay", self.min_delay, 0)

@@ -23,6 +23,13 @@ OUTCOME_BUDGET = "budget_exceeded"  # the host's page budget is spent
 OUTCOME_NOT_MODIFIED = "not_modified"  # a conditional GET answered 304
 OUTCOME_FRESH = "fresh"  # submitted again before its next-fetch time
 OUTCOME_RETRY = "retry_scheduled"  # non-terminal: a transient failure, fetched again later
+
+# What a request fetches: a page, a sitemap named by robots.txt or found at /sitemap.xml, or a
+# sitemap listed by a sitemap index (which must not list further indexes).
+KIND_PAGE = "page"
+KIND_SITEMAP = "sitemap"
+KIND_SITEMAP_CHILD = "sitemap_child"
+SITEMAP_KINDS = frozenset({KIND_SITEMAP, KIND_SITEMAP_CHILD})
 TERMINAL_OUTCOMES = frozenset({
     OUTCOME_FETCHED, OUTCOME_NOT_STORED, OUTCOME_REDIRECT, OUTCOME_ERROR,
     OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW, OUTCOME_FILTERED, OUTCOME_BUDGET,
@@ -42,6 +49,11 @@ class CrawlRequest:
         attempt: fetch attempts already made (a URL returned by an expired lease keeps its count).
         conditional: request headers that make a recrawl a conditional GET (``If-None-Match``,
             ``If-Modified-Since``), from the previous response's validators; empty otherwise.
+        kind: ``page``, or a sitemap kind (``KIND_SITEMAP``, ``KIND_SITEMAP_CHILD``).
+        via: for a sitemap named in robots.txt, that robots.txt URL (it widens the sitemap's
+            scope to the robots origin); None otherwise.
+        lastmod: a sitemap's ``<lastmod>`` for the URL (seconds since the epoch), or None: a
+            known URL whose lastmod is after its last fetch is fetched again.
     """
 
     url: str
@@ -50,6 +62,9 @@ class CrawlRequest:
     discovered_from: str | None = None
     attempt: int = 0
     conditional: tuple[tuple[str, str], ...] = ()
+    kind: str = KIND_PAGE
+    via: str | None = None
+    lastmod: float | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +95,7 @@ class FetchResult:
     elapsed: float = 0.0
     outcome: str = OUTCOME_FETCHED
     next_fetch_at: float | None = None  # set by the frontier from the URL's fetch history
+    detail: str = ""  # what became of the response, e.g. a sitemap's summary (``f:detail``)
 
     def without_body(self) -> FetchResult:
         return dataclasses.replace(self, body=None)

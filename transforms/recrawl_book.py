@@ -28,9 +28,9 @@ from transforms.records import CrawlRequest
 from transforms.recrawl import FetchHistory, Validators, conditional_headers
 
 # One entry: url, depth, priority, discovered_from, fetched_at, checksum, etag, last_modified,
-# interval, next_fetch_at.
+# interval, next_fetch_at, kind, via.
 _Entry = tuple[str, int, int, "str | None", float, "str | None", "str | None", "str | None",
-               float, float]
+               float, float, str, "str | None"]
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,8 @@ class BookEntry:
         return CrawlRequest(self.request.url, self.request.depth, self.request.priority,
                             self.request.discovered_from, attempt=0,
                             conditional=tuple(conditional_headers(
-                                self.history.validators).items()))
+                                self.history.validators).items()),
+                            kind=self.request.kind, via=self.request.via)
 
 
 class RecrawlBook:
@@ -73,8 +74,9 @@ class RecrawlBook:
         raw = self._entries.get(fingerprint)
         if raw is None:
             return None
-        url, depth, priority, source, fetched_at, checksum, etag, modified, interval, due = raw
-        return BookEntry(CrawlRequest(url, depth, priority, source),
+        (url, depth, priority, source, fetched_at, checksum, etag, modified, interval, due, kind,
+         via) = raw
+        return BookEntry(CrawlRequest(url, depth, priority, source, kind=kind, via=via),
                          FetchHistory(fetched_at, checksum, Validators(etag, modified),
                                       interval, due))
 
@@ -94,7 +96,7 @@ class RecrawlBook:
         self._entries[fingerprint] = (
             request.url, request.depth, request.priority, request.discovered_from,
             history.fetched_at, history.checksum, v.etag, v.last_modified, history.interval,
-            history.next_fetch_at)
+            history.next_fetch_at, request.kind, request.via)
         self._scheduled.discard(fingerprint)
         heapq.heappush(self._heap, (history.next_fetch_at, fingerprint))
         return True
@@ -106,7 +108,7 @@ class RecrawlBook:
         if raw is None:
             return False
         due = now + raw[8]
-        self._entries[fingerprint] = (*raw[:9], due)
+        self._entries[fingerprint] = (*raw[:9], due, *raw[10:])
         self._scheduled.discard(fingerprint)
         heapq.heappush(self._heap, (due, fingerprint))
         return True

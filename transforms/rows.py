@@ -64,7 +64,8 @@ def fetch_cells(result: FetchResult) -> dict[str, str]:
     """
     attempts = result.request.attempt + 1
     cells = {"outcome": result.outcome, "outcome_at": iso(result.fetched_at),
-             "detail": f"after {attempts} attempts" if attempts > 1 else "",
+             "detail": "; ".join(filter(None, (
+                 result.detail, f"after {attempts} attempts" if attempts > 1 else ""))),
              "fetched_at": iso(result.fetched_at),
              "final_url": result.final_url, "length": str(result.content_length),
              "elapsed_ms": str(round(result.elapsed * 1000))}

@@ -186,6 +186,10 @@ class _Servers:
         self._running = []
 
 
+# Public name for test sites in other modules.
+LoggedServers = _Servers
+
+
 def page(title: str, links: Sequence[str] = (), text: str = "") -> bytes:
     """A small HTML page: a title, a paragraph and a list of links."""
     items = "".join(f'<li><a href="{html.escape(href)}">{html.escape(href)}</a></li>'

@@ -76,7 +76,7 @@ def test_frontier_dedups_bounds_its_queue_and_obeys_robots(server):
                             fetch=FetchConfig(total_timeout=5.0, allow_private_networks=True))
     with TestPipeline() as p:
         out = p | _stream(host, [first, redelivered]) | HostFrontier(config)
-        fetched, outcomes, stats = (
+        fetched, outcomes, stats, discovered = (
             pcoll | f"Window{i}" >> beam.WindowInto(window.GlobalWindows(),
                                                     trigger=trigger.AfterWatermark(),
                                                     accumulation_mode=trigger.AccumulationMode
@@ -92,5 +92,6 @@ def test_frontier_dedups_bounds_its_queue_and_obeys_robots(server):
                  | beam.Map(lambda s: ("max", (s.updated_at, s.dedup_dropped, s.fetched)))
                  | beam.CombinePerKey(max) | beam.Map(lambda kv: kv[1][1:]))
         assert_that(final, equal_to([(2, 2)]), label="stats")
+        assert_that(discovered, equal_to([]), label="discovered")  # no sitemaps elsewhere
     assert _Handler.log[0] == "/robots.txt"
     assert sorted(_Handler.log) == ["/a", "/b", "/robots.txt"]

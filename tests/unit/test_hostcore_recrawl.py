@@ -162,3 +162,52 @@ def test_new_urls_are_not_held_back_by_a_far_recrawl_timer():
     assert host.state.timer_at == t + 100
     _, wake = host.accept([_seed("b")], t + 5)
     assert wake == t + 5  # the timer moves from the recrawl time to now
+
+
+def _robots_lease(host: Host, body: bytes, status: int = 200, policy: HostPolicy | None = None):
+    """Accepts /a, runs the robots lease with ``body``; returns the harvest decision."""
+    host.accept([_seed("a")], 0.0)
+    robots = host.timer(0.0)
+    assert robots.lease is not None
+    return host.timer(0.1, LeaseOutcome(robots.lease.lease_id, (), (),
+                                        RobotsResponse(status, body, 0.1), (0.0,), 0.1, 0.1))
+
+
+def test_robots_sitemaps_of_the_host_are_queued_and_others_sent_to_their_hosts():
+    host = Host()
+    decision = _robots_lease(host, b"Sitemap: https://site.example/sm.xml\n"
+                                   b"Sitemap: https://cdn.example.net/sm.xml\n"
+                                   b"User-agent: *\nDisallow: /private\n")
+    assert [(r.url, r.kind, r.via) for r in decision.discovered] == [
+        ("https://cdn.example.net/sm.xml", "sitemap", f"https://{HOST}/robots.txt")]
+    lease = host.timer(1.2).lease
+    assert lease is not None
+    kinds = {r.url: r.kind for r in lease.requests}
+    assert kinds == {f"https://{HOST}/a": "page", f"https://{HOST}/sm.xml": "sitemap"}
+    assert host.state.counters.get("accepted") == 1  # sitemaps do not spend the page budget
+
+
+def test_sitemaps_can_be_turned_off_by_policy():
+    config = FrontierConfig(policy=Policy(HostPolicy(min_delay=1.0, sitemaps=False)),
+                            robots_agent="beam-crawler")
+    host = Host()
+    core = HostCore(config, host.state, host.queue, host.seen)
+    core.accept([_seed("a")], 0.0)
+    robots = core.on_timer(lambda _: ("running", None), 0.0).lease
+    decision = core.on_timer(lambda _: ("done", LeaseOutcome(
+        robots.lease_id, (), (), RobotsResponse(200, b"Sitemap: https://site.example/s.xml\n",
+                                                0.1), (0.0,), 0.1, 0.1)), 0.1)
+    assert decision.discovered == [] and len(core.queue) == 1
+
+
+def test_a_sitemap_lastmod_after_the_last_fetch_brings_a_fresh_url_back_at_once():
+    host, t = _crawled_once()
+    sitemap = f"https://{HOST}/sm.xml"
+    unchanged = CrawlRequest(_seed("a").url, 1, 0, sitemap, lastmod=t - 100)
+    assert host.accept([unchanged], t + 5) == ([], None)  # listed again, not changed: nothing
+    changed = CrawlRequest(_seed("a").url, 1, 0, sitemap, lastmod=t + 3)
+    outcomes, wake = host.accept([changed], t + 5)
+    assert [(o.outcome, o.detail) for o in outcomes] == [
+        ("queued", "recrawl: sitemap lastmod after the last fetch")]
+    lease = host.timer(wake).lease
+    assert lease is not None and dict(lease.requests[0].conditional) == {"If-None-Match": '"v1"'}
