@@ -1,6 +1,6 @@
 """The streaming crawl graph.
 
-    ReadFrontier (Pub/Sub, with attributes)
+    ReadFrontier (Pub/Sub, with attributes: native ReadFromPubSub or the portable PullFromPubSub)
       -> ReadCrawlRequests   decode, canonicalize, key by host          (dead letters -> Bigtable)
       -> HostFrontier        politeness, robots.txt, dedup, queue, leases that fetch
       -> ExtractLinks        HTML -> title, outlinks; cross-host redirects
@@ -24,6 +24,7 @@ from transforms.extract import ExtractLinks
 from transforms.frontier import HostFrontier
 from transforms.ingest import ReadCrawlRequests
 from transforms.loop import BatchLinksByHost
+from transforms.pubsub_source import PullFromPubSub
 from transforms.rows import (
     dead_letter_row,
     host_row,
@@ -74,8 +75,12 @@ def build_pipeline(p: beam.Pipeline, options: CrawlerOptions) -> CrawlOutputs:
     o = options.get_all_options()
     project = options.bigtable_project_id
     instance = o["bigtable_instance"]
-    messages = p | "ReadFrontier" >> ReadFromPubSub(subscription=o["input_subscription"],
-                                                    with_attributes=True)
+    if options.uses_native_pubsub():
+        read: beam.PTransform = ReadFromPubSub(subscription=o["input_subscription"],
+                                               with_attributes=True)
+    else:
+        read = PullFromPubSub(o["input_subscription"], readers=o["pubsub_readers"])
+    messages = p | "ReadFrontier" >> read
     outputs = messages | "Crawl" >> CrawlCore(options)
     webtable_rows = (
         (outputs.stored | "PageRows" >> beam.Map(stored_page_row),

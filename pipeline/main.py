@@ -1,8 +1,10 @@
 """Entry point of the pipeline: parse and validate options, build the graph, run it.
 
-Locally (DirectRunner, the default) the job runs in streaming mode against whatever the Google
-client libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping
-condition; on Dataflow the launcher returns once the job is submitted.
+Locally (DirectRunner, the default, or FlinkRunner with an embedded Flink,
+``--flink_master=[local]``) the job runs in streaming mode against whatever the Google client
+libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping condition,
+with progress and a summary. On Dataflow or a remote Flink cluster the launcher returns once the
+job is submitted, unless ``--wait`` is given.
 """
 
 from __future__ import annotations
@@ -12,27 +14,56 @@ import sys
 from typing import TextIO
 
 import apache_beam as beam
-from apache_beam.options.pipeline_options import StandardOptions
+from apache_beam.options.pipeline_options import (
+    FlinkRunnerOptions,
+    PortableOptions,
+    StandardOptions,
+)
 
 from pipeline.graph import build_pipeline
 from pipeline.local_run import RunSummary, run_local
 from pipeline.options import CrawlerOptions
 
 LOCAL_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
+FLINK_RUNNERS = {"FlinkRunner", "flink"}
+EMBEDDED_FLINK = {"[local]", "[auto]"}
+# Bundle finalization (and so Pub/Sub acknowledgement) happens after a completed checkpoint.
+DEFAULT_CHECKPOINT_MS = 2000
+
+
+def is_embedded_flink(options: CrawlerOptions) -> bool:
+    """FlinkRunner on an embedded Flink started by the runner itself (no cluster, no endpoint)."""
+    return (options.view_as(StandardOptions).runner in FLINK_RUNNERS
+            and options.view_as(FlinkRunnerOptions).flink_master in EMBEDDED_FLINK
+            and not options.view_as(PortableOptions).job_endpoint)
 
 
 def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary | object:
     """Runs the crawl. Returns the local run's summary, or the submitted job's result."""
     options = CrawlerOptions(argv)
+    crawler = options.view_as(CrawlerOptions)
+    if options.view_as(StandardOptions).runner in FLINK_RUNNERS:
+        if crawler.checkpointing_interval is None:
+            crawler.checkpointing_interval = DEFAULT_CHECKPOINT_MS
+        if crawler.finish_bundle_before_checkpointing is None:
+            crawler.finish_bundle_before_checkpointing = True
     options.validate_crawler()
     standard = options.view_as(StandardOptions)
     standard.streaming = True
-    if standard.runner in LOCAL_RUNNERS:
+    if standard.runner in LOCAL_RUNNERS or is_embedded_flink(options):
         options.validate_local_run()
+        flink = options.view_as(FlinkRunnerOptions)
+        if is_embedded_flink(options) and not flink.flink_job_server_jar:
+            from pipeline.flink_job_server import ensure_job_server
+
+            flink.flink_job_server_jar = str(ensure_job_server().jar)
         return run_local(options, out)
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
-    return p.run()
+    result = p.run()
+    if options.get_all_options()["wait"]:
+        result.wait_until_finish()
+    return result
 
 
 def main() -> None:

@@ -19,6 +19,29 @@ from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, W
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
+PUBSUB_SOURCES = ("auto", "native", "portable")
+# Flags the Dataflow Flex Template does not expose, and why; every other flag is a template
+# parameter (tests/unit/test_templates.py checks templates/dataflow/metadata.json both ways).
+NOT_TEMPLATE_PARAMETERS = {
+    "max_pages": "local runs only: the local driver stops the job",
+    "idle_timeout": "local runs only: the local driver stops the job",
+    "wait": "the Flex Template launcher must return once the job is submitted",
+    "checkpointing_interval": "Flink only; Dataflow checkpoints by itself",
+    "finish_bundle_before_checkpointing": "Flink only",
+}
+NATIVE_PUBSUB_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner",
+                         "BundleBasedDirectRunner", "DataflowRunner", "dataflow",
+                         "TestDataflowRunner"}
+
+
+def parse_bool(text: str) -> bool:
+    """``true``/``false`` (and 1/0, yes/no), as Dataflow templates pass boolean parameters."""
+    value = text.strip().lower()
+    if value in ("true", "1", "yes"):
+        return True
+    if value in ("false", "0", "no"):
+        return False
+    raise ValueError(f"not a boolean: {text!r} (use true or false)")
 
 
 def _flag(parser, name: str, **kwargs) -> None:
@@ -92,11 +115,30 @@ class CrawlerOptions(PipelineOptions):
               help="Total seconds per request (default: 30).")
         _flag(parser, "max_body_bytes", type=int, default=10 * 1024 * 1024,
               help="Bodies are truncated at this many bytes and marked (default: 10485760).")
-        _flag(parser, "allow_private_networks", action="store_true", default=False,
+        _flag(parser, "allow_private_networks", nargs="?", const=True, type=parse_bool,
+              default=False,
               help="Allow connections to loopback, private, link-local and metadata addresses. "
                    "Off by default (SSRF guard); the local demo and the tests turn it on.")
         _flag(parser, "max_redirects", type=int, default=5,
               help="Same-host redirect hops followed per URL (default: 5).")
+        _flag(parser, "pubsub_source", default="auto", choices=PUBSUB_SOURCES,
+              help="How the frontier subscription is read: 'native' (Beam's ReadFromPubSub, "
+                   "Dataflow and the DirectRunner only), 'portable' (transforms.pubsub_source, "
+                   "any runner; acknowledges after the runner's checkpoint) or 'auto' (native "
+                   "where it runs, portable elsewhere, e.g. on Flink) (default: auto).")
+        _flag(parser, "pubsub_readers", type=int, default=1,
+              help="Portable source only: concurrent pullers of the subscription (default: 1).")
+        _flag(parser, "checkpointing_interval", type=int, default=None,
+              help="Flink: milliseconds between checkpoints; the portable Pub/Sub source "
+                   "acknowledges messages after each (default on Flink: 2000).")
+        _flag(parser, "finish_bundle_before_checkpointing", nargs="?", const=True,
+              type=parse_bool, default=None,
+              help="Flink: finish the open bundle before a checkpoint. Python splittable DoFns "
+                   "(the portable Pub/Sub source) make no progress on Flink with checkpoints "
+                   "unless this is true (default on Flink: true).")
+        _flag(parser, "wait", nargs="?", const=True, type=parse_bool, default=False,
+              help="Dataflow or a Flink cluster: block until the job ends instead of returning "
+                   "once it is submitted (default: return at once).")
         _flag(parser, "max_pages", type=int, default=0,
               help="Local runs: stop after about this many pages (0 = no limit; default: 0).")
         _flag(parser, "idle_timeout", type=float, default=20.0,
@@ -124,7 +166,7 @@ class CrawlerOptions(PipelineOptions):
             if o[name] <= 0:
                 raise ValueError(f"--{name} must be > 0, got {o[name]}")
         for name in ("max_lease_urls", "max_queue_per_host", "max_seen_per_host",
-                     "warc_roll_bytes", "warc_shards", "max_body_bytes"):
+                     "warc_roll_bytes", "warc_shards", "max_body_bytes", "pubsub_readers"):
             if o[name] < 1:
                 raise ValueError(f"--{name} must be >= 1, got {o[name]}")
         if o["max_redirects"] < 0 or o["max_pages"] < 0:
@@ -154,6 +196,16 @@ class CrawlerOptions(PipelineOptions):
             defaults = dataclasses.replace(policy.defaults, min_delay=o["min_delay"])
             policy = dataclasses.replace(policy, defaults=defaults)
         return policy
+
+    def uses_native_pubsub(self) -> bool:
+        """Whether the frontier is read with Beam's native ``ReadFromPubSub`` (see
+        ``--pubsub_source``)."""
+        choice = self.get_all_options()["pubsub_source"]
+        if choice != "auto":
+            return choice == "native"
+        runner = self.get_all_options().get("runner")
+        name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
+        return name in NATIVE_PUBSUB_RUNNERS
 
     @property
     def bigtable_project_id(self) -> str:
