@@ -25,6 +25,7 @@ File format (``--policy FILE``: ``.yaml``/``.yml`` or ``.json``; every key is op
       sort_query: false
       sitemaps: true                  # follow the Sitemap: lines of robots.txt
       probe_sitemap_xml: false        # also try /sitemap.xml when robots.txt names none
+      shards: 1                       # hot hosts: N frontier keys, each N times the delay
       traps: {max_path_depth: 16, max_repeated_segments: 2, max_query_params: 8,
               calendar_window_years: 2}
       recrawl: {default_interval: 86400, min_interval: 3600, max_interval: 2592000}
@@ -56,6 +57,7 @@ from typing import Any, cast
 
 import yaml  # type: ignore[import-untyped]
 
+from transforms.sharding import MAX_SHARDS
 from transforms.url_params import DEFAULT_REMOVED_PARAMS, param_filter
 
 SUPPORTED_SCHEMES: frozenset[str] = frozenset({"http", "https", "ftp"})
@@ -187,9 +189,12 @@ class HostPolicy:
     sort_query: bool = False
     sitemaps: bool = True
     probe_sitemap_xml: bool = False
+    shards: int = 1
 
     def __post_init__(self) -> None:
         _check("min_delay", self.min_delay, 0)
+        if not 1 <= self.shards <= MAX_SHARDS:
+            raise PolicyError(f"must be between 1 and {MAX_SHARDS}, got {self.shards}", "shards")
         _check("max_pages_per_host", self.max_pages_per_host, 1)
         _check("max_depth", 0 if self.max_depth is None else self.max_depth, 0)
         _check("max_url_length", self.max_url_length, 1)
@@ -363,6 +368,16 @@ _READERS: dict[str, tuple[type | tuple[type, ...], str]] = {
 _TOP_KEYS = ("defaults", "domains", "hosts")
 
 
+def _read_text(source: str) -> str:
+    """A local file, or any Beam filesystem URL (``gs://bucket/policy.yaml`` on Dataflow)."""
+    if "://" not in source:
+        return Path(source).read_text(encoding="utf-8")
+    from apache_beam.io.filesystems import FileSystems
+
+    with FileSystems.open(source) as f:
+        return f.read().decode("utf-8")
+
+
 def load_policy(path: str | Path) -> Policy:
     """Reads and validates a policy file (``.yaml``, ``.yml`` or ``.json``).
 
@@ -374,7 +389,7 @@ def load_policy(path: str | Path) -> Policy:
         raise PolicyError(f"unsupported file type {suffix!r}: use .yaml, .yml or .json", "",
                           source)
     try:
-        text = Path(path).read_text(encoding="utf-8")
+        text = _read_text(source)
         if suffix == ".json":
             data = json.loads(text, object_pairs_hook=_unique_keys)
         else:
