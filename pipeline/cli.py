@@ -7,6 +7,7 @@
     crawler ls --host HOST           a host's URLs with status and fetch time
     crawler crawl [URL...]           all of the above in one go (the demo site without URLs)
     crawler explain URL              why a URL would or would not be crawled
+    crawler provision --project P    topics, subscription, Bigtable tables, bucket (idempotent)
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import sys
 from pathlib import Path
 
 from pipeline import local_stack as stack_mod
-from transforms.schema import DEFAULT_INSTANCE, DEFAULT_TOPIC, WEBTABLE
+from transforms.schema import DEFAULT_INSTANCE, DEFAULT_SUBSCRIPTION, DEFAULT_TOPIC, WEBTABLE
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -148,6 +149,29 @@ def cmd_explain(args: argparse.Namespace) -> int:
                        as_json=args.json)
 
 
+def cmd_provision(args: argparse.Namespace) -> int:
+    """Creates the crawler's resources in a real project (or wherever the ``*_EMULATOR_HOST``
+    variables point), idempotently, with the code ``crawler local up`` uses."""
+    from pipeline import resources
+
+    bucket = args.bucket or f"{args.project}-crawler"
+    try:
+        done = resources.ensure_all(args.project, args.instance, args.topic, args.subscription,
+                                    bucket, cluster_zone=args.zone,
+                                    cluster_nodes=args.nodes, location=args.location)
+    except resources.ResourceError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print("\n".join(done))
+    print("\npipeline flags:\n"
+          f"  --project={args.project}\n"
+          f"  --input_subscription=projects/{args.project}/subscriptions/{args.subscription}\n"
+          f"  --frontier_topic=projects/{args.project}/topics/{args.topic}\n"
+          f"  --bigtable_instance={args.instance}\n"
+          f"  --warc_prefix=gs://{bucket}/warc")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="crawler", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -202,6 +226,23 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("--priority", type=int, default=0,
                          help="request priority (default: 0)")
     explain.add_argument("--json", action="store_true", help="print one JSON object")
+    provision = sub.add_parser(
+        "provision", help="create the crawler's Pub/Sub, Bigtable and GCS resources in a "
+                          "project; safe to run again")
+    provision.add_argument("--project", required=True, help="Google Cloud project id")
+    provision.add_argument("--zone", help="zone of a new Bigtable instance's cluster, "
+                                          "e.g. us-central1-b (needed to create the instance)")
+    provision.add_argument("--nodes", type=int, default=1,
+                           help="nodes of a new Bigtable cluster (default: 1)")
+    provision.add_argument("--location", help="location of a new bucket, e.g. US-CENTRAL1 "
+                                              "(default: the service's, US)")
+    provision.add_argument("--instance", default=DEFAULT_INSTANCE,
+                           help=f"Bigtable instance id (default: {DEFAULT_INSTANCE})")
+    provision.add_argument("--topic", default=DEFAULT_TOPIC,
+                           help=f"frontier topic id (default: {DEFAULT_TOPIC})")
+    provision.add_argument("--subscription", default=DEFAULT_SUBSCRIPTION,
+                           help=f"the pipeline's subscription (default: {DEFAULT_SUBSCRIPTION})")
+    provision.add_argument("--bucket", help="bucket for WARC files (default: PROJECT-crawler)")
     return parser
 
 
@@ -218,7 +259,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     else:
         handlers = {"local": cmd_local, "seed": cmd_seed, "show": cmd_show, "ls": cmd_ls,
-                    "explain": cmd_explain}
+                    "explain": cmd_explain, "provision": cmd_provision}
         try:
             code = handlers[args.command](args)
         except stack_mod.LocalStackError as exc:

@@ -245,8 +245,13 @@ def ensure_bucket(project: str, bucket: str, location: str | None = None) -> str
         client.close()
 
 
-def ensure_all(project: str, instance: str, topic: str, subscription: str, bucket: str) -> None:
-    """Creates every resource the crawler needs (see the ``ensure_*`` functions).
+def ensure_all(project: str, instance: str, topic: str, subscription: str, bucket: str, *,
+               cluster_zone: str | None = None, cluster_nodes: int = 1,
+               location: str | None = None) -> list[str]:
+    """Creates every resource the crawler needs (see the ``ensure_*`` functions); idempotent.
+
+    Shared by ``crawler local up`` (against the emulators) and ``crawler provision`` (a real
+    project).
 
     Args:
         project: Google Cloud project id.
@@ -254,8 +259,17 @@ def ensure_all(project: str, instance: str, topic: str, subscription: str, bucke
         topic: Frontier topic id.
         subscription: The crawler's subscription id on the frontier topic.
         bucket: Bucket for WARC files and exports.
+        cluster_zone: Zone of a new Bigtable instance's cluster (a real project needs one).
+        cluster_nodes: Nodes of a new Bigtable cluster.
+        location: Location of a new bucket.
+
+    Returns:
+        What now exists, one line per resource.
     """
-    ensure_topic(project, topic)
-    ensure_subscription(project, topic, subscription)
-    ensure_bigtable(project, instance)
-    ensure_bucket(project, bucket)
+    done = [f"topic         {ensure_topic(project, topic)}",
+            f"subscription  {ensure_subscription(project, topic, subscription)}"]
+    tables = ensure_bigtable(project, instance, cluster_zone=cluster_zone,
+                             cluster_nodes=cluster_nodes)
+    done.append(f"bigtable      projects/{project}/instances/{instance}: {', '.join(tables)}")
+    done.append(f"bucket        {ensure_bucket(project, bucket, location)}")
+    return done
