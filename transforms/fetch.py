@@ -37,6 +37,7 @@ from transforms.records import (
     CrawlRequest,
     FetchResult,
 )
+from transforms.sharding import host_of_key
 from transforms.sitemaps import MAX_SITEMAP_BYTES
 from transforms.ssrf import (
     SSRF_ERROR_KIND,
@@ -281,7 +282,7 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                         return replace(base, error="bad_redirect", error_detail=str(exc),
                                        elapsed=time.time() - started, outcome=OUTCOME_ERROR)
                     hops.append(url)
-                    if politeness_key(target) != host:
+                    if politeness_key(target) != host_of_key(host):
                         return replace(base, redirect_to=target, content_length=declared,
                                        elapsed=time.time() - started, outcome=OUTCOME_REDIRECT)
                     if len(hops) > config.max_redirects:
@@ -340,7 +341,7 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: RequestGa
                                                     headers=gate.headers()) as resp:
                 if resp.status in REDIRECT_STATUSES and "Location" in resp.headers:
                     target = canonicalize_url(urljoin(url, resp.headers["Location"]))
-                    if politeness_key(target) != host:
+                    if politeness_key(target) != host_of_key(host):
                         # Another authority: treated as unavailable, which RFC 9309 reads as
                         # "allow", without an unscheduled request to a host we have no lease on.
                         return RobotsResponse(404, None, fetched_at, "cross-host redirect")

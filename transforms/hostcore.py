@@ -45,6 +45,7 @@ from transforms.records import (
 from transforms.recrawl_book import RecrawlBook
 from transforms.robots import RobotsRules, product_token, rules_from_response
 from transforms.rows import iso as iso_time
+from transforms.sharding import host_of_key, shard_budget, shard_delay, shard_key
 from transforms.sitemap_links import robots_sitemap_requests
 from transforms.urls import politeness_key, robots_url, url_fingerprint
 from transforms.warc import payload_checksum
@@ -139,7 +140,13 @@ class HostCore:
                  rng: random.Random | None = None,
                  book_loader: Callable[[], RecrawlBook | None] | None = None) -> None:
         self.config = config
-        self.policy: HostPolicy = config.policy.for_host(state.host)
+        host_policy = config.policy.for_host(host_of_key(state.host))
+        # A shard of a sharded host gets its share of the budget (and, in delay(), N times the
+        # delay), so the host as a whole keeps the policy's limits.
+        self.shards = host_policy.shards
+        self.policy: HostPolicy = dataclasses.replace(
+            host_policy, max_pages_per_host=shard_budget(host_policy.max_pages_per_host,
+                                                         host_policy.shards))
         self.agent = (product_token(self.policy.user_agent) if self.policy.user_agent
                       else config.robots_agent)
         self.rng = rng or random.Random()
@@ -173,7 +180,8 @@ class HostCore:
         crawl_delay = None
         if robots is not None and robots.mode == "parsed":
             crawl_delay = robots.crawl_delay(self.agent)
-        base = schedule.politeness_delay(self.policy.min_delay, crawl_delay)
+        base = shard_delay(schedule.politeness_delay(self.policy.min_delay, crawl_delay),
+                           self.shards)
         if now is None:
             return base
         return retry.effective_delay(self.state.backoff, base, now)
@@ -437,7 +445,9 @@ class HostCore:
         named = rules.sitemaps() if rules.mode == "parsed" else ()
         for request in robots_sitemap_requests(named, robots_txt_url,
                                                probe=self.policy.probe_sitemap_xml):
-            if politeness_key(request.url) != self.state.host:
+            # On another host, or in another shard of this one: that key's frontier owns it.
+            key = shard_key(politeness_key(request.url), request.url, self.shards)
+            if key != self.state.host:
                 decision.discovered.append(request)
                 self.counters["sitemaps_other_host"] += 1
                 continue

@@ -20,6 +20,7 @@ from apache_beam.metrics import Metrics
 from transforms.messages import BadMessage, decode_requests, is_heartbeat
 from transforms.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
 from transforms.records import CrawlRequest, DeadLetter
+from transforms.sharding import shard_key
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
 METRICS_NAMESPACE = "crawler"
@@ -43,7 +44,8 @@ def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
 
 
 class _DecodeAndKeyFn(beam.DoFn):
-    """Decodes one message, canonicalizes its URLs and emits one (host, requests) per host."""
+    """Decodes one message, canonicalizes its URLs and emits one (key, requests) per frontier
+    key: the host, or ``host#shard`` for a host the policy shards (``transforms.sharding``)."""
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
@@ -82,7 +84,7 @@ class _DecodeAndKeyFn(beam.DoFn):
                 continue
             if url != request.url:
                 request = dataclasses.replace(request, url=url)
-            by_host[key].append(request)
+            by_host[shard_key(key, url, self._policy.for_host(key).shards)].append(request)
         for host, host_requests in by_host.items():
             yield host, tuple(host_requests)
 
