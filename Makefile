@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
-.PHONY: install crawl test lint down clean
+.PHONY: install crawl test lint down clean bench-stages
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -25,6 +25,12 @@ test: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
+
+## Per-stage microbenchmarks (link extraction, canonicalization, robots, per-link cost) with the
+## peers in the same process; Scrapy is installed into the venv for the comparison (not for tests).
+bench-stages: $(STAMP)
+	$(VENV)/bin/pip install --quiet scrapy==2.19.0
+	$(VENV)/bin/python -m benchmarks.stages --repeat 3 --out results/stages.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -1,0 +1,248 @@
+"""Per-stage microbenchmarks: link extraction, canonicalization, robots decisions, per-link cost.
+
+    python -m benchmarks.stages [--corpus DIR ...] [--repeat 3] [--quick] [--out FILE]
+
+The corpus is real HTML nobody here wrote: every ``*.html`` under ``/usr/share/doc`` (what the
+machine's Debian packages ship) plus the demo site's pages. Each stage runs ``--repeat`` times
+and reports the median and the range; peers run in the same process on the same inputs:
+``w3lib.url.canonicalize_url`` always (a dependency of ours), Scrapy's ``LinkExtractor`` when
+Scrapy is installed (``pip install scrapy``). Figures are per process, i.e. per core.
+
+Targets (issue 4): link extraction >= 1,400 pages/s per core, canonicalization >= 150,000
+URLs/s per core, per-link overhead <= 8 us. The end-to-end comparison with Scrapy is not here yet.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+from pipeline.demo_pages import SiteSpec, build_responses
+from transforms.links import extract_html
+from transforms.robots import rules_from_response
+from transforms.urls import (
+    InvalidUrl,
+    canonicalize_url,
+    politeness_key,
+    url_fingerprint,
+    url_parts,
+)
+
+DOC_ROOT = Path("/usr/share/doc")
+ROBOTS = b"""User-agent: *
+Disallow: /private/
+Disallow: /*.pdf$
+Allow: /private/open/
+Disallow: /search?
+Crawl-delay: 1
+"""
+TARGETS = {"extract_pages_per_s": 1400.0, "canonical_urls_per_s": 150_000.0,
+           "canonical_messy_urls_per_s": 150_000.0, "per_link_us": 8.0}
+
+
+def load_corpus(roots: Sequence[Path], limit: int | None = None) -> list[tuple[str, bytes]]:
+    """(URL, body) pairs: HTML files under ``roots`` (as http://docs.local/PATH) and the demo
+    site's HTML pages."""
+    pages: list[tuple[str, bytes]] = []
+    for root in roots:
+        for path in sorted(root.rglob("*.html")):
+            if path.is_file():
+                rel = path.relative_to(root).as_posix()
+                pages.append((f"http://docs.local/{rel}", path.read_bytes()))
+    spec = SiteSpec("bench", 200)
+    for p, response in sorted(build_responses(spec, "http://demo.local").items()):
+        if response.content_type.startswith("text/html"):
+            pages.append((f"http://demo.local{p}", response.body))
+    return pages[:limit] if limit else pages
+
+
+def messy_variant(url: str) -> str:
+    """``url`` as links are often written: upper-case scheme and host, an explicit default
+    port, a dot segment, a tracking parameter and a fragment; it canonicalizes back to ``url``
+    (less the tracking parameter). Links as found are mostly canonical already, which our fast
+    path recognizes; these are not."""
+    scheme, rest = url.split("://", 1)
+    host, _, path = rest.partition("/")
+    port = ":80" if scheme == "http" and ":" not in host else ""
+    sep = "&" if "?" in path else "?"
+    return f"{scheme.upper()}://{host.upper()}{port}/./{path}{sep}utm_source=feed#top"
+
+
+def timed(fn: Callable[[], int], repeat: int) -> dict[str, float]:
+    """Runs ``fn`` (which returns how many items it handled) ``repeat`` times: items/s. The
+    parsed-URL cache is emptied before each run, so every URL is parsed (the links are unique)."""
+    rates = []
+    for _ in range(repeat):
+        url_parts.cache_clear()
+        started = time.perf_counter()
+        n = fn()
+        rates.append(n / max(1e-9, time.perf_counter() - started))
+    return {"median": statistics.median(rates), "min": min(rates), "max": max(rates)}
+
+
+def run(pages: list[tuple[str, bytes]], repeat: int) -> dict[str, Any]:
+    # Unique links: a repeated URL would be served by the parsed-URL cache and flatter us.
+    links = list(dict.fromkeys(link for url, body in pages
+                               for link in extract_html(body, url).links))
+    results: dict[str, Any] = {"pages": len(pages), "unique_links": len(links),
+                               "bytes": sum(len(b) for _, b in pages)}
+
+    def extract() -> int:
+        for url, body in pages:
+            extract_html(body, url)
+        return len(pages)
+
+    results["extract_pages_per_s"] = timed(extract, repeat)
+
+    try:
+        from scrapy.http import HtmlResponse  # type: ignore[import-not-found, unused-ignore]
+        from scrapy.linkextractors import LinkExtractor  # type: ignore[import-not-found, unused-ignore]
+    except ImportError:
+        results["scrapy_extract_pages_per_s"] = None
+    else:
+        extractor = LinkExtractor()
+        responses = [HtmlResponse(url, body=body, encoding="utf-8") for url, body in pages]
+
+        def scrapy_extract() -> int:
+            for response in responses:
+                extractor.extract_links(response)
+            return len(responses)
+
+        results["scrapy_extract_pages_per_s"] = timed(scrapy_extract, repeat)
+
+    def canonical() -> int:
+        for link in links:
+            try:
+                canonicalize_url(link)
+            except InvalidUrl:
+                pass
+        return len(links)
+
+    results["canonical_urls_per_s"] = timed(canonical, repeat)
+    messy = [messy_variant(link) for link in links]
+
+    def canonical_messy() -> int:
+        for link in messy:
+            try:
+                canonicalize_url(link)
+            except InvalidUrl:
+                pass
+        return len(messy)
+
+    results["canonical_messy_urls_per_s"] = timed(canonical_messy, repeat)
+
+    from w3lib.url import canonicalize_url as w3lib_canonicalize
+
+    def w3lib_canonical() -> int:
+        for link in links:
+            w3lib_canonicalize(link)
+        return len(links)
+
+    results["w3lib_canonical_urls_per_s"] = timed(w3lib_canonical, repeat)
+
+    def w3lib_messy() -> int:
+        for link in messy:
+            w3lib_canonicalize(link)
+        return len(messy)
+
+    results["w3lib_canonical_messy_urls_per_s"] = timed(w3lib_messy, repeat)
+
+    rules = rules_from_response(200, ROBOTS, 0.0)
+
+    def robots() -> int:
+        for link in links:
+            rules.allows(link, "beam-crawler")
+        return len(links)
+
+    results["robots_decisions_per_s"] = timed(robots, repeat)
+
+    def per_link() -> int:
+        # What the crawl does for every discovered link outside the network: canonical form,
+        # politeness key, fingerprint for the seen filter, robots decision.
+        for link in links:
+            try:
+                url = canonicalize_url(link)
+            except InvalidUrl:
+                continue
+            politeness_key(url)
+            url_fingerprint(url)
+            rules.allows(url, "beam-crawler")
+        return len(links)
+
+    rate = timed(per_link, repeat)
+    results["per_link_us"] = {k: 1e6 / v for k, v in rate.items()}
+    results["per_link_us"]["min"], results["per_link_us"]["max"] = (
+        results["per_link_us"]["max"], results["per_link_us"]["min"])
+    return results
+
+
+def report(results: dict[str, Any]) -> str:
+    lines = [f"corpus: {results['pages']} pages, {results['unique_links']} unique links, "
+             f"{results['bytes'] / 1e6:.1f} MB", ""]
+    for key, label in (("extract_pages_per_s", "link extraction, pages/s"),
+                       ("scrapy_extract_pages_per_s", "  Scrapy LinkExtractor, pages/s"),
+                       ("canonical_urls_per_s", "canonicalization (as found), URLs/s"),
+                       ("w3lib_canonical_urls_per_s", "  w3lib.canonicalize_url, URLs/s"),
+                       ("canonical_messy_urls_per_s", "canonicalization (messy), URLs/s"),
+                       ("w3lib_canonical_messy_urls_per_s", "  w3lib.canonicalize_url, URLs/s"),
+                       ("robots_decisions_per_s", "robots decisions/s"),
+                       ("per_link_us", "per-link overhead, us")):
+        value = results.get(key)
+        if value is None:
+            lines.append(f"{label:<36} (not installed)")
+            continue
+        target = TARGETS.get(key)
+        verdict = ""
+        if target is not None:
+            met = value["median"] <= target if key == "per_link_us" else value["median"] >= target
+            verdict = f"  target {target:,.0f}: {'met' if met else 'NOT met'}"
+        lines.append(f"{label:<36} {value['median']:>12,.1f}  "
+                     f"[{value['min']:,.1f} .. {value['max']:,.1f}]{verdict}")
+    scrapy = results.get("scrapy_extract_pages_per_s")
+    if scrapy:
+        ratio = results["extract_pages_per_s"]["median"] / scrapy["median"]
+        lines.append(f"\nlink extraction, ours / Scrapy: {ratio:.2f}x")
+    for ours, theirs, label in (
+            ("canonical_urls_per_s", "w3lib_canonical_urls_per_s", "as found"),
+            ("canonical_messy_urls_per_s", "w3lib_canonical_messy_urls_per_s", "messy")):
+        ratio = results[ours]["median"] / results[theirs]["median"]
+        lines.append(f"canonicalization ({label}), ours / w3lib: {ratio:.2f}x")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--corpus", type=Path, action="append",
+                        help=f"folder of HTML files (default: {DOC_ROOT})")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true", help="50 pages, one repetition")
+    parser.add_argument("--out", type=Path, default=Path("results/stages.json"))
+    args = parser.parse_args(argv)
+    roots = args.corpus or ([DOC_ROOT] if DOC_ROOT.is_dir() else [])
+    pages = load_corpus(roots, limit=50 if args.quick else None)
+    results = run(pages, 1 if args.quick else args.repeat)
+    results["machine"] = {"python": platform.python_version(), "cpus": _cpus(),
+                          "platform": platform.platform()}
+    print(report(results))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"\nwritten: {args.out}")
+    return results
+
+
+def _cpus() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
