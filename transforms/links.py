@@ -204,6 +204,14 @@ def resolve_href(href: str, base: str) -> str | None:
                 return origin[1] + cleaned
             absolute = f"{origin[0]}:{cleaned}"
             return absolute if _HTTP_AUTHORITY.match(absolute) else None
+    if (cleaned[0] not in "?./" and "/." not in cleaned and "//" not in cleaned
+            and ":" not in cleaned.split("/", 1)[0]):
+        # A plain relative path ("page.html", "sub/page.html?x=1"): the base's directory plus
+        # the reference, as urljoin would give it without its parse (which also collapses
+        # empty segments and dot segments: those go through urljoin).
+        directory = _base_directory(base)
+        if directory is not None:
+            return directory + cleaned
     try:
         absolute = urljoin(base, cleaned)
     except ValueError:  # e.g. an unterminated IPv6 literal: not a URL a browser would load
@@ -298,6 +306,23 @@ def _codec_for(label: str, *, from_meta: bool) -> str | None:
 
 
 @functools.lru_cache(maxsize=64)
+@functools.lru_cache(maxsize=256)
+def _base_directory(base: str) -> str | None:
+    """``http://h/a/b.html?q#f`` -> ``http://h/a/``; None for a base that is not a plain
+    absolute http(s)/ftp URL (then urljoin decides)."""
+    if not _HTTP_AUTHORITY.match(base):
+        return None
+    origin = _split_origin(base)
+    if origin is None:
+        return None
+    path = base[len(origin[1]):].split("#", 1)[0].split("?", 1)[0]
+    if not path:
+        return origin[1] + "/"
+    if "/." in path or "//" in path:
+        return None
+    return origin[1] + path[: path.rfind("/") + 1]
+
+
 def _split_origin(base: str) -> tuple[str, str] | None:
     """The lowercased scheme of an http(s) base URL and its ``scheme://authority`` prefix.
 
