@@ -16,6 +16,7 @@ always returns at once; the decode step drops heartbeats (counter ``heartbeats``
 from __future__ import annotations
 
 import collections
+import contextlib
 import logging
 import sys
 import threading
@@ -180,9 +181,9 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     o = options.get_all_options()
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
-    if not options.uses_native_pubsub():
-        return _drive(p.run(), options, out, poll_seconds)
-    with Heartbeat(o["frontier_topic"]):
+    heartbeat = (Heartbeat(o["frontier_topic"]) if options.uses_native_pubsub()
+                 else contextlib.nullcontext())
+    with heartbeat:
         return _drive(p.run(), options, out, poll_seconds)
 
 

@@ -33,6 +33,7 @@ import secrets
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -41,11 +42,14 @@ from pathlib import Path
 from typing import Any, cast
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
+from apache_beam.io.filesystem import CompressionTypes
+from apache_beam.io.filesystems import FileSystems
 from google.cloud import bigtable
 from pyftpdlib.authorizers import DummyAuthorizer  # type: ignore[import-untyped]
 from pyftpdlib.handlers import FTPHandler  # type: ignore[import-untyped]
 from pyftpdlib.ioloop import IOLoop  # type: ignore[import-untyped]
 from pyftpdlib.servers import FTPServer  # type: ignore[import-untyped]
+from warcio.archiveiterator import ArchiveIterator
 
 from pipeline.cli import local_pipeline_args
 from pipeline.local_run import RunSummary
@@ -53,6 +57,7 @@ from pipeline.local_stack import LocalStack
 from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
+from tests.integration.ftp_server import polled_in_thread
 from transforms.rowkeys import url_from_row_key
 
 HTML_TYPE = "text/html; charset=utf-8"
@@ -463,20 +468,8 @@ class FaultsSite:
         LoggingHandler.authorizer = authorizer
         logging.getLogger("pyftpdlib").setLevel(logging.WARNING)
         server = FTPServer((address, 0), LoggingHandler, ioloop=IOLoop())
-        stop = threading.Event()
-
-        def loop() -> None:  # the IOLoop is not thread-safe: poll and close on this thread
-            while not stop.is_set():
-                server.ioloop.loop(timeout=0.05, blocking=False)
-            server.close_all()
-
-        thread = threading.Thread(target=loop, name="site-ftp", daemon=True)
-        thread.start()
-        try:
+        with polled_in_thread(server, "site-ftp"):
             yield f"ftp://{address}:{server.address[1]}/{FTP_FILE}"
-        finally:
-            stop.set()
-            thread.join(timeout=5)
 
 
 @functools.cache
@@ -503,6 +496,21 @@ class Crawl:
     rows: Rows  # by canonical URL
     hosts: dict[str, dict[str, str]]  # politeness key -> h: column -> value
     warc_prefix: str
+
+
+def warc_records(prefix: str, types: tuple[str, ...] | None = None) -> Counter[str]:
+    """WARC records per WARC-Target-URI in every file under ``prefix`` (of ``types`` only, if
+    given, e.g. ``("response", "resource")``)."""
+    counts: Counter[str] = Counter()
+    for match in FileSystems.match([prefix + "/**"])[0].metadata_list:
+        with FileSystems.open(match.path,
+                              compression_type=CompressionTypes.UNCOMPRESSED) as warc:
+            data = warc.read()
+        for record in ArchiveIterator(io.BytesIO(data)):
+            uri = record.rec_headers.get_header("WARC-Target-URI")
+            if uri and (types is None or record.rec_type in types):
+                counts[uri] += 1
+    return counts
 
 
 def read_table(project: str, instance: str, table: str) -> Rows:

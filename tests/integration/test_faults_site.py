@@ -13,16 +13,22 @@ loopback), and a small one with the SSRF guard on, which must not connect to any
 
 from __future__ import annotations
 
-import io
 from collections import Counter
 from typing import NamedTuple
 
 import pytest
 from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
-from warcio.archiveiterator import ArchiveIterator
 
-from tests.integration.sites import FTP_BODY, FTP_FILE, MEDIA_BYTES, Crawl, FaultsSite, crawl
+from tests.integration.sites import (
+    FTP_BODY,
+    FTP_FILE,
+    MEDIA_BYTES,
+    Crawl,
+    FaultsSite,
+    crawl,
+    warc_records,
+)
 from transforms.policy import SUPPORTED_SCHEMES
 from transforms.retry import MAX_ATTEMPTS
 from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY
@@ -175,7 +181,9 @@ def test_a_media_response_is_recorded_but_never_stored(faults: FaultsCrawl) -> N
     assert f["length"] == str(MEDIA_BYTES), f
     assert CONTENT_FAMILY not in row
     media = canonicalize_url(site.misc + "/media")
-    assert media not in _warc_targets(faults.crawl.warc_prefix)
+    targets = warc_records(faults.crawl.warc_prefix)
+    assert targets, f"no WARC records under {faults.crawl.warc_prefix}"
+    assert media not in targets
 
 
 def test_a_redirect_to_another_address_goes_through_the_frontier(faults: FaultsCrawl) -> None:
@@ -215,16 +223,3 @@ def test_an_ftp_file_linked_from_a_page_is_fetched_once_and_stored(faults: Fault
     assert record.payload == FTP_BODY
 
 
-def _warc_targets(prefix: str) -> set[str]:
-    """The WARC-Target-URI of every record under ``prefix``."""
-    targets = set()
-    for match in FileSystems.match([prefix + "/**"])[0].metadata_list:
-        with FileSystems.open(match.path,
-                              compression_type=CompressionTypes.UNCOMPRESSED) as warc:
-            data = warc.read()
-        for record in ArchiveIterator(io.BytesIO(data)):
-            uri = record.rec_headers.get_header("WARC-Target-URI")
-            if uri:
-                targets.add(uri)
-    assert targets, f"no WARC records under {prefix}"
-    return targets

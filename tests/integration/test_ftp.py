@@ -12,7 +12,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import threading
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from pyftpdlib.handlers import FTPHandler
 from pyftpdlib.ioloop import IOLoop
 from pyftpdlib.servers import FTPServer
 
+from tests.integration.ftp_server import polled_in_thread
 from transforms.ftp import FtpResponse, fetch_ftp
 from transforms.links import is_html
 
@@ -64,21 +64,8 @@ def _serving(root: Path, **handler_attrs: object) -> Iterator[FtpSite]:
     logging.getLogger("pyftpdlib").setLevel(logging.WARNING)
     # An IOLoop of its own: pyftpdlib's default is one per process, which two servers would share.
     server = FTPServer(("127.0.0.1", 0), handler, ioloop=IOLoop())
-    stop = threading.Event()
-
-    def serve() -> None:
-        # The IOLoop is not thread-safe: poll here and close from this thread too.
-        while not stop.is_set():
-            server.ioloop.loop(timeout=0.05, blocking=False)
-        server.close_all()
-
-    thread = threading.Thread(target=serve, name="ftp-server", daemon=True)
-    thread.start()
-    try:
+    with polled_in_thread(server, "ftp-server"):
         yield FtpSite(port=server.address[1], root=root)
-    finally:
-        stop.set()
-        thread.join(timeout=5)
 
 
 @pytest.fixture(scope="module")

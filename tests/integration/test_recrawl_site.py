@@ -10,18 +10,13 @@ due at all, and a client that submits that page again is told it is ``fresh``.
 
 from __future__ import annotations
 
-import io
 import itertools
-from collections import Counter
 from typing import NamedTuple
 
 import pytest
-from apache_beam.io.filesystem import CompressionTypes
-from apache_beam.io.filesystems import FileSystems
-from warcio.archiveiterator import ArchiveIterator
 
 from tests.integration.recrawl_site import ETAG, LAST_MODIFIED, ConditionalHit, RecrawlSite
-from tests.integration.sites import Crawl, crawl
+from tests.integration.sites import Crawl, crawl, warc_records
 from transforms.schema import FETCH_FAMILY, SCHEDULE_FAMILY
 from transforms.urls import canonicalize_url
 
@@ -33,6 +28,9 @@ defaults:
 """
 MAX_PAGES = 20
 RESUBMIT_AFTER = 5.0  # seconds into the run: /cached has been fetched, and is not due for 60 s
+
+
+STORED_RECORDS = ("response", "resource")  # a page's stored body (not its warcinfo)
 
 
 class RecrawlCrawl(NamedTuple):
@@ -74,7 +72,8 @@ def test_a_page_with_an_etag_is_recrawled_with_if_none_match_and_not_stored_agai
     assert all((h.status, h.if_none_match) == (304, ETAG) for h in hits[1:]), hits
     f = _row(recrawled, "/etag")[FETCH_FAMILY]
     assert (f["outcome"], f["status"], f["etag"]) == ("not_modified", "304", ETAG), f
-    assert _warc_records(recrawled)[canonicalize_url(recrawled.site.base + "/etag")] == 1
+    records = warc_records(recrawled.crawl.warc_prefix, STORED_RECORDS)
+    assert records[canonicalize_url(recrawled.site.base + "/etag")] == 1
 
 
 def test_a_page_with_last_modified_is_recrawled_with_if_modified_since(
@@ -113,23 +112,10 @@ def test_every_fetched_row_has_its_next_fetch_time(recrawled: RecrawlCrawl) -> N
 
 
 def test_a_changed_page_is_stored_at_every_fetch(recrawled: RecrawlCrawl) -> None:
-    records = _warc_records(recrawled)
+    records = warc_records(recrawled.crawl.warc_prefix, STORED_RECORDS)
     changing = canonicalize_url(recrawled.site.base + "/changing")
     fetched = [h for h in recrawled.site.hits("/changing") if h.status == 200]
     # Pages fetched in the last WARC window before the stop may not be written yet.
     assert len(fetched) - 2 <= records[changing] <= len(fetched), (records, len(fetched))
 
 
-def _warc_records(recrawled: RecrawlCrawl) -> Counter[str]:
-    """WARC records per target URI under the crawl's prefix."""
-    counts: Counter[str] = Counter()
-    prefix = recrawled.crawl.warc_prefix
-    for match in FileSystems.match([prefix + "/**"])[0].metadata_list:
-        with FileSystems.open(match.path,
-                              compression_type=CompressionTypes.UNCOMPRESSED) as warc:
-            data = warc.read()
-        for record in ArchiveIterator(io.BytesIO(data)):
-            uri = record.rec_headers.get_header("WARC-Target-URI")
-            if uri and record.rec_type in ("response", "resource"):
-                counts[uri] += 1
-    return counts
