@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
-.PHONY: install crawl test lint down clean bench-stages
+.PHONY: install crawl test lint down clean bench bench-stages
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -22,14 +22,20 @@ crawl: $(STAMP)
 
 ## Lint and type-check, then the whole test suite (unit, transforms, integration with the emulators).
 test: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.testbed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
 
+## The end-to-end comparison with Scrapy on Debian's documentation sites served by nginx (both
+## installed with apt on first use; needs root or sudo), 3 repetitions: results/e2e.{json,md,png}.
+bench: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.testbed --full
+	$(VENV)/bin/python -m benchmarks.e2e --repeat 3 --out-dir results
+
 ## Per-stage microbenchmarks (link extraction, canonicalization, robots, per-link cost) with the
-## peers in the same process; Scrapy is installed into the venv for the comparison (not for tests).
+## peers in the same process.
 bench-stages: $(STAMP)
-	$(VENV)/bin/pip install --quiet scrapy==2.19.0
 	$(VENV)/bin/python -m benchmarks.stages --repeat 3 --out results/stages.json
 
 lint: $(STAMP)

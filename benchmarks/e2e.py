@@ -1,0 +1,411 @@
+"""End-to-end benchmark: our crawler against Scrapy on real documentation sites, same run.
+
+    python -m benchmarks.e2e --repeat 3 --out-dir results        (``make bench``)
+    python -m benchmarks.e2e --smoke --out-dir /tmp/x            (seconds; part of the tests)
+
+For every regime and repetition, each crawler gets a fresh nginx (its own access log) serving the
+same sites on the same loopback hosts, the same seeds, delay, per-host concurrency and page cap,
+and runs as a separate process whose CPU time and peak RSS come from ``wait4``. Our crawler runs
+as a user would run it, ``crawler crawl URL...``: it starts its local stack (the Pub/Sub,
+Bigtable and GCS emulators) and runs the streaming pipeline on the DirectRunner; the emulators'
+CPU is reported beside the pipeline's. Everything else is measured at the server: pages, the
+crawling window, duplicates, disallowed fetches, concurrency, gaps, robots.txt first.
+
+Regimes: ``unthrottled`` (no delay, one request at a time per host) and ``polite`` (delay d on
+H hosts, whose ideal is H/d pages/s; one host's robots.txt also asks for Crawl-delay: d).
+Writes ``e2e.json``, ``e2e.md`` and ``e2e.png`` (pages over time) to the output folder.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from benchmarks.scrapy_run import USER_AGENT as SCRAPY_AGENT
+from benchmarks.server_metrics import crawl_metrics, pages_over_time
+from benchmarks.testbed import (
+    FULL_SITES,
+    HostedSite,
+    Site,
+    Testbed,
+    TestbedError,
+    host_sites,
+    install_packages,
+    missing_packages,
+)
+
+OUR_AGENT = "beam-crawler-bench/0.1"
+CRAWLERS = ("scrapy", "ours")
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass(frozen=True)
+class Regime:
+    name: str
+    delay: float  # seconds between requests to one host (0: none)
+    concurrency: int  # requests in flight per host
+    max_pages: int  # both crawlers stop after about this many pages
+    timeout: float  # hard limit on one crawler run, seconds
+
+    def bound(self, hosts: int) -> float | None:
+        """The ideal pages/s of a politeness-bound crawl: H/d."""
+        return hosts * self.concurrency / self.delay if self.delay > 0 else None
+
+
+FULL_REGIMES = (Regime("unthrottled", 0.0, 1, 1500, 420.0),
+                Regime("unthrottled-c4", 0.0, 4, 1500, 420.0),
+                Regime("polite", 0.25, 1, 500, 300.0))
+SMOKE_REGIMES = (Regime("unthrottled", 0.0, 1, 40, 150.0),
+                 Regime("unthrottled-c2", 0.0, 2, 40, 150.0),
+                 Regime("polite", 0.1, 1, 30, 150.0))
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A finished process: wall seconds, CPU seconds (user + system), peak RSS, exit code."""
+
+    wall_s: float
+    cpu_s: float
+    peak_rss_mb: float
+    exit_code: int
+    timed_out: bool
+
+
+def run_measured(cmd: Sequence[str], log: Path, timeout: float,
+                 env: dict[str, str] | None = None) -> Usage:
+    """Runs ``cmd`` in its own session; CPU and peak RSS from ``wait4`` cover the process and
+    the children it waited for (processes it leaves running, like the emulators, are not)."""
+    started = time.monotonic()
+    with log.open("wb") as out:
+        proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=env,
+                                cwd=REPO, start_new_session=True)
+    timed_out = False
+    try:
+        while True:
+            pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
+            if pid:
+                break
+            if time.monotonic() - started > timeout and not timed_out:
+                timed_out = True
+                os.killpg(proc.pid, signal.SIGINT)
+            if time.monotonic() - started > timeout + 30:
+                os.killpg(proc.pid, signal.SIGKILL)
+            time.sleep(0.05)
+    except BaseException:  # interrupted: the crawler must not outlive the benchmark
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        raise
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    return Usage(round(time.monotonic() - started, 3), round(usage.ru_utime + usage.ru_stime, 3),
+                 round(usage.ru_maxrss / 1024, 1), proc.returncode, timed_out)
+
+
+def group_cpu_seconds(pgids: Sequence[int]) -> float:
+    """CPU seconds of every live process in these process groups (the emulators)."""
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) in pgids:  # fields after the command: state, ppid, pgrp, ...
+            total += (int(fields[11]) + int(fields[12])) / tick
+    return total
+
+
+def scrapy_command(regime: Regime, seeds: Sequence[str]) -> list[str]:
+    return [sys.executable, "-m", "benchmarks.scrapy_run", "--delay", f"{regime.delay:g}",
+            "--concurrency", str(regime.concurrency), "--max-pages", str(regime.max_pages),
+            "--timeout", f"{regime.timeout - 10:g}", *seeds]
+
+
+def ours_command(regime: Regime, seeds: Sequence[str], run_dir: Path) -> list[str]:
+    """``crawler crawl`` with the regime's delay and cap; more than one request per host comes
+    from the policy's ``shards`` (N frontier keys per host, each with the delay)."""
+    crawler = Path(sys.executable).with_name("crawler")
+    cmd = [str(crawler), "--state-dir", str(run_dir / "state"), "crawl", *seeds,
+           f"--min_delay={regime.delay:g}", f"--max_pages={regime.max_pages}",
+           "--allow_private_networks", f"--crawl_user_agent={OUR_AGENT}",
+           "--idle_timeout=5", "--warc_roll_seconds=3"]
+    if regime.concurrency > 1:
+        policy = run_dir / "policy.json"
+        policy.write_text(json.dumps({"defaults": {"shards": regime.concurrency}}))
+        cmd.append(f"--policy={policy}")
+    return cmd
+
+
+def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Path,
+             ours_args: Sequence[str] = ()) -> dict[str, Any]:
+    seeds = [h.seed_url for h in hosted]
+    run_dir.mkdir(parents=True, exist_ok=True)
+    stack_cpu = 0.0
+    with Testbed(hosted, run_dir / "nginx", delay=regime.delay or None) as bed:
+        launched = time.time()
+        if crawler == "scrapy":
+            usage = run_measured(scrapy_command(regime, seeds), run_dir / "scrapy.log",
+                                 regime.timeout)
+            agent = SCRAPY_AGENT
+        else:
+            state = run_dir / "state"
+            try:
+                usage = run_measured([*ours_command(regime, seeds, run_dir), *ours_args],
+                                     run_dir / "ours.log", regime.timeout)
+            finally:
+                stack_cpu = _stop_stack(state)
+            agent = OUR_AGENT
+    requests = bed.requests()
+    robots = {h.authority: h.robots_txt(regime.delay or None) for h in hosted}
+    metrics = crawl_metrics(requests, robots, agent.split("/", 1)[0])
+    return {"crawler": crawler, "regime": regime.name, "usage": asdict(usage),
+            "stack_cpu_s": round(stack_cpu, 3), "metrics": metrics.to_json(),
+            "cpu_per_page_ms": round(1000 * usage.cpu_s / metrics.pages, 3) if metrics.pages
+            else None,
+            "timeline": pages_over_time(requests, launched)}
+
+
+def _stop_stack(state_dir: Path) -> float:
+    """The emulators' CPU seconds, then ``crawler local down``."""
+    from pipeline.local_stack import load_local_stack
+
+    stack = load_local_stack(state_dir)
+    cpu = group_cpu_seconds(list(stack.pids.values())) if stack else 0.0
+    subprocess.run([str(Path(sys.executable).with_name("crawler")), "--state-dir", str(state_dir),
+                    "local", "down"], capture_output=True, cwd=REPO)
+    return cpu
+
+
+def _stats(values: Sequence[float]) -> dict[str, float]:
+    return {"median": round(statistics.median(values), 3), "min": round(min(values), 3),
+            "max": round(max(values), 3)}
+
+
+def summarize(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], hosts: int
+              ) -> dict[str, Any]:
+    """Median and range per crawler and regime; ours/Scrapy ratios of the medians; the worst
+    politeness figure over the repetitions."""
+    out: dict[str, Any] = {}
+    for regime in regimes:
+        per: dict[str, Any] = {}
+        for crawler in CRAWLERS:
+            mine = [r for r in runs if r["crawler"] == crawler and r["regime"] == regime.name]
+            if not mine:
+                continue
+            m = [r["metrics"] for r in mine]
+            gaps = [x["min_gap"] for x in m if x["min_gap"] is not None]
+            per[crawler] = {
+                "runs": len(mine),
+                "pages": _stats([x["pages"] for x in m]),
+                "wall_s": _stats([r["usage"]["wall_s"] for r in mine]),
+                "crawl_s": _stats([x["crawl_seconds"] for x in m]),
+                "pages_per_s": _stats([x["pages_per_s"] for x in m]),
+                "pages_per_wall_s": _stats([x["pages"] / r["usage"]["wall_s"]
+                                            for x, r in zip(m, mine, strict=True)]),
+                "cpu_per_page_ms": _stats([r["cpu_per_page_ms"] or 0.0 for r in mine]),
+                "stack_cpu_per_page_ms": _stats([1000 * r["stack_cpu_s"] / max(1, x["pages"])
+                                                 for x, r in zip(m, mine, strict=True)]),
+                "peak_rss_mb": _stats([r["usage"]["peak_rss_mb"] for r in mine]),
+                "duplicates": max(x["duplicates"] for x in m),
+                "disallowed": max(x["disallowed"] for x in m),
+                "max_concurrent": max(x["max_concurrent"] for x in m),
+                "min_gap": min(gaps) if gaps else None,
+                "robots_first": all(x["robots_first"] for x in m),
+                "failed_runs": sum(1 for r in mine if r["usage"]["exit_code"] != 0
+                                   or r["usage"]["timed_out"]),
+            }
+        bound = regime.bound(hosts)
+        if bound:
+            for figures in per.values():
+                figures["percent_of_bound"] = round(
+                    100 * figures["pages_per_s"]["median"] / bound, 1)
+        if "scrapy" in per and "ours" in per:
+            ours, peer = per["ours"], per["scrapy"]
+            per["ratio_pages_per_s"] = _ratio(ours["pages_per_s"], peer["pages_per_s"])
+            per["ratio_cpu_per_page"] = _ratio(ours["cpu_per_page_ms"], peer["cpu_per_page_ms"])
+        per["regime"] = asdict(regime) | {"bound_pages_per_s": bound}
+        out[regime.name] = per
+    return out
+
+
+def _ratio(ours: dict[str, float], peer: dict[str, float]) -> float | None:
+    return round(ours["median"] / peer["median"], 3) if peer["median"] else None
+
+
+def _fmt(s: dict[str, float], digits: int = 1) -> str:
+    return (f"{s['median']:,.{digits}f} ({s['min']:,.{digits}f}..{s['max']:,.{digits}f})")
+
+
+def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
+    lines = [f"Run {meta['date']} on {meta['machine']}; {meta['repeat']} repetitions, median "
+             f"(min..max); sites: {', '.join(meta['sites'])}.", ""]
+    for name, per in summary.items():
+        regime = per["regime"]
+        head = (f"**{name}**: delay {regime['delay']:g} s, {regime['concurrency']} request(s) "
+                f"per host, cap {regime['max_pages']} pages")
+        if regime["bound_pages_per_s"]:
+            head += f", bound H/d = {regime['bound_pages_per_s']:g} pages/s"
+        lines += [head, "", "| | Scrapy | ours | ours / Scrapy |", "|---|---|---|---|"]
+
+        lines.append(_row(per, "pages fetched", "pages", 0))
+        lines.append(_row(per, "pages/s while crawling", "pages_per_s", 1, "ratio_pages_per_s"))
+        if regime["bound_pages_per_s"]:
+            lines.append("| % of H/d | " + " | ".join(
+                f"{per[c]['percent_of_bound']}%" if c in per else "-" for c in CRAWLERS) + " | |")
+        lines.append(_row(per, "wall time incl. start-up, s", "wall_s", 1))
+        lines.append(_row(per, "pages/s over wall time", "pages_per_wall_s", 1))
+        lines.append(_row(per, "CPU ms/page (crawler process)", "cpu_per_page_ms", 2,
+                          "ratio_cpu_per_page"))
+        lines.append(_row(per, "CPU ms/page (emulators)", "stack_cpu_per_page_ms", 2))
+        lines.append(_row(per, "peak RSS, MB", "peak_rss_mb", 0))
+        for label, key in (("duplicate fetches", "duplicates"),
+                           ("disallowed fetches", "disallowed"),
+                           ("max concurrent per host", "max_concurrent"),
+                           ("min gap between starts, s", "min_gap"),
+                           ("robots.txt first", "robots_first"),
+                           ("failed or timed-out runs", "failed_runs")):
+            lines.append(f"| {label} (worst run) | " + " | ".join(
+                _cell(per[c][key]) if c in per else "-" for c in CRAWLERS) + " | |")
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _row(per: dict[str, Any], label: str, key: str, digits: int, ratio: str | None = None
+         ) -> str:
+    cells = [_fmt(per[c][key], digits) if c in per else "-" for c in CRAWLERS]
+    last = "" if ratio is None else _ratio_cell(per.get(ratio))
+    return f"| {label} | {cells[0]} | {cells[1]} | {last} |"
+
+
+def _cell(value: object) -> str:
+    return f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def _ratio_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}x"
+
+
+def plot(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], path: Path) -> None:
+    """Pages fetched over time since launch, one panel per regime, every repetition drawn."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(regimes), figsize=(6 * len(regimes), 4), squeeze=False)
+    colors = {"scrapy": "tab:orange", "ours": "tab:blue"}
+    for ax, regime in zip(axes[0], regimes, strict=True):
+        for crawler in CRAWLERS:
+            for i, run in enumerate(r for r in runs if r["crawler"] == crawler
+                                    and r["regime"] == regime.name):
+                xs = [t for t, _ in run["timeline"]]
+                ys = [n for _, n in run["timeline"]]
+                ax.plot(xs, ys, color=colors[crawler], alpha=0.8,
+                        label=("Scrapy" if crawler == "scrapy" else "ours") if i == 0 else None)
+        ax.set_title(f"{regime.name}: delay {regime.delay:g} s, cap {regime.max_pages}")
+        ax.set_xlabel("seconds since the crawler was launched")
+        ax.set_ylabel("pages fetched (nginx log)")
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+
+
+def smoke_sites(root: Path, pages: int = 25) -> tuple[Site, ...]:
+    """Two small generated sites: a chain of linked pages with a disallowed folder."""
+    sites = []
+    for name in ("smoke-a", "smoke-b"):
+        site_root = root / name
+        (site_root / "private").mkdir(parents=True, exist_ok=True)
+        for i in range(pages):
+            links = "".join(f'<a href="/p{j}.html">{j}</a> ' for j in (i + 1, i + 2, 0)
+                            if j < pages)
+            (site_root / f"p{i}.html").write_text(
+                f"<html><head><title>{name} {i}</title></head><body><h1>{name} page {i}</h1>"
+                f'{links}<a href="/private/secret.html">private</a></body></html>')
+        (site_root / "private/secret.html").write_text("<html><body>no</body></html>")
+        sites.append(Site(name, "", site_root, "/p0.html", disallow=("/private/",)))
+    return tuple(sites)
+
+
+def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
+         ) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--out-dir", default="results")
+    parser.add_argument("--work-dir", help="nginx and crawler state (default: a temp folder)")
+    parser.add_argument("--regimes", default="unthrottled,unthrottled-c4,polite",
+                        help="comma-separated (smoke: unthrottled,unthrottled-c2,polite)")
+    parser.add_argument("--crawlers", default=",".join(CRAWLERS))
+    parser.add_argument("--smoke", action="store_true", help="two small generated hosts")
+    parser.add_argument("--ours-arg", action="append", default=[], metavar="FLAG",
+                        help="an extra pipeline flag for our crawler, e.g. "
+                             "--ours-arg=--max_lease_urls=64 (repeatable; for experiments)")
+    parser.add_argument("--no-install", action="store_true",
+                        help="fail instead of apt-installing missing Debian packages")
+    args = parser.parse_args(argv)
+    out_dir = Path(args.out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    work = Path(args.work_dir or tempfile.mkdtemp(prefix="crawl-bench-"))
+    sites = smoke_sites(work / "sites") if args.smoke else FULL_SITES
+    known = SMOKE_REGIMES if args.smoke else FULL_REGIMES
+    wanted = {w.replace("-c4", "-c2") if args.smoke else w for w in args.regimes.split(",")}
+    regimes = [r for r in known if r.name in wanted]
+    if not regimes:
+        parser.error(f"--regimes: choose from {', '.join(r.name for r in known)}")
+    crawlers = [c for c in CRAWLERS if c in args.crawlers.split(",")]
+    missing = missing_packages(sites)
+    if missing:
+        if args.no_install:
+            raise TestbedError("missing Debian packages: " + " ".join(missing))
+        progress(f"installing Debian packages: {' '.join(missing)} ...")
+        install_packages(missing)
+    hosted = host_sites(sites)
+    progress("sites: " + ", ".join(f"{h.site.name} {h.base_url}" for h in hosted))
+    runs: list[dict[str, Any]] = []
+    for regime in regimes:
+        for rep in range(1, args.repeat + 1):
+            for crawler in crawlers:  # interleaved, so drifting machine noise hits both
+                run = run_once(crawler, regime, hosted, work / f"{regime.name}-{rep}-{crawler}",
+                               args.ours_arg)
+                run["rep"] = rep
+                runs.append(run)
+                m, u = run["metrics"], run["usage"]
+                progress(f"{regime.name} #{rep} {crawler:6}: {m['pages']} pages, "
+                         f"{m['pages_per_s']:.1f} pages/s while crawling, wall {u['wall_s']:.1f} s,"
+                         f" CPU {u['cpu_s']:.1f} s, RSS {u['peak_rss_mb']:.0f} MB, "
+                         f"dup {m['duplicates']}, disallowed {m['disallowed']}, "
+                         f"max conc {m['max_concurrent']}, exit {u['exit_code']}")
+    summary = summarize(runs, regimes, len(hosted))
+    meta = {"date": time.strftime("%Y-%m-%d"), "repeat": args.repeat, "smoke": args.smoke,
+            "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python "
+                       f"{platform.python_version()}, {platform.system()} {platform.release()}",
+            "sites": [f"{h.site.name} ({h.site.package or 'generated'})" for h in hosted],
+            "command": "python -m benchmarks.e2e " + " ".join(argv or sys.argv[1:]),
+            "ours_extra_flags": args.ours_arg}
+    result = {"meta": meta, "summary": summary, "runs": runs}
+    (out_dir / "e2e.json").write_text(json.dumps(result, indent=1))
+    table = markdown(summary, meta)
+    (out_dir / "e2e.md").write_text(table + "\n")
+    plot(runs, regimes, out_dir / "e2e.png")
+    progress("\n" + table)
+    if not args.work_dir:
+        shutil.rmtree(work, ignore_errors=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()

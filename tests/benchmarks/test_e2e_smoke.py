@@ -1,0 +1,55 @@
+"""The end-to-end benchmark, tiny: two generated hosts behind nginx, Scrapy and our crawler, both
+regimes, one repetition. It proves the harness works (nginx, both crawlers, the log, the
+figures, JSON, markdown and the PNG) and that both crawlers are polite by the server's log."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from benchmarks.e2e import SMOKE_REGIMES, main
+from benchmarks.testbed import find_nginx
+
+pytestmark = pytest.mark.timeout(400)
+
+
+def test_the_benchmark_compares_both_crawlers_and_writes_json_markdown_and_a_plot(tmp_path):
+    assert find_nginx(), "nginx is installed by `make test` (python -m benchmarks.testbed)"
+    out = tmp_path / "results"
+    lines: list[str] = []
+    result = main(["--smoke", "--repeat", "1", "--no-install", "--out-dir", str(out),
+                   "--work-dir", str(tmp_path / "work")], progress=lines.append)
+    written = json.loads((out / "e2e.json").read_text())
+    assert written["summary"] == json.loads(json.dumps(result["summary"]))
+    assert len(written["runs"]) == 2 * len(SMOKE_REGIMES)
+    for run in written["runs"]:
+        m, who = run["metrics"], f"{run['crawler']} {run['regime']}"
+        assert run["usage"]["exit_code"] == 0 and not run["usage"]["timed_out"], who
+        assert m["pages"] >= 25, who  # at least one whole generated site
+        assert m["disallowed"] == 0 and m["robots_first"] and m["max_concurrent"] == 1, who
+        assert run["usage"]["cpu_s"] > 0 and run["usage"]["peak_rss_mb"] > 10, who
+        assert run["timeline"][-1][1] == m["pages"], who
+        if run["crawler"] == "ours":
+            assert m["duplicates"] == 0 and run["stack_cpu_s"] > 0, who
+    polite = written["summary"]["polite"]
+    delay = polite["regime"]["delay"]
+    assert polite["ours"]["min_gap"] >= delay - 0.002  # the log's ms resolution
+    assert polite["ours"]["percent_of_bound"] > 0 and polite["ratio_pages_per_s"] > 0
+    assert "| pages/s while crawling |" in (out / "e2e.md").read_text()
+    assert (out / "e2e.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert any(line.startswith("polite #1 ours") for line in lines)
+    assert not processes_mentioning(str(tmp_path / "work"))  # nginx and emulators stopped
+
+
+def processes_mentioning(text: str) -> list[str]:
+    found = []
+    for cmdline in Path("/proc").glob("[0-9]*/cmdline"):
+        try:
+            args = cmdline.read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if text in args:
+            found.append(args)
+    return found
