@@ -33,6 +33,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 from benchmarks.scrapy_run import USER_AGENT as SCRAPY_AGENT
 from benchmarks.server_metrics import crawl_metrics, pages_over_time
@@ -134,18 +135,20 @@ def scrapy_command(regime: Regime, seeds: Sequence[str]) -> list[str]:
 
 
 def ours_command(regime: Regime, seeds: Sequence[str], run_dir: Path) -> list[str]:
-    """``crawler crawl`` with the regime's delay and cap; more than one request per host comes
-    from the policy's ``shards`` (N frontier keys per host, each with the delay)."""
+    """``crawler crawl`` with the regime's delay and cap, and a policy that keeps it on the
+    seeds' hosts, as Scrapy's ``allowed_domains`` does (the doc sites link to the internet);
+    more than one request per host comes from the policy's ``shards`` (N frontier keys per
+    host, each with the delay)."""
     crawler = Path(sys.executable).with_name("crawler")
-    cmd = [str(crawler), "--state-dir", str(run_dir / "state"), "crawl", *seeds,
-           f"--min_delay={regime.delay:g}", f"--max_pages={regime.max_pages}",
-           "--allow_private_networks", f"--crawl_user_agent={OUR_AGENT}",
-           "--idle_timeout=5", "--warc_roll_seconds=3"]
-    if regime.concurrency > 1:
-        policy = run_dir / "policy.json"
-        policy.write_text(json.dumps({"defaults": {"shards": regime.concurrency}}))
-        cmd.append(f"--policy={policy}")
-    return cmd
+    run_dir.mkdir(parents=True, exist_ok=True)
+    policy = run_dir / "policy.json"
+    hosts = sorted({urlsplit(u).hostname or "" for u in seeds})
+    policy.write_text(json.dumps({"defaults": {"allow_domains": hosts,
+                                               "shards": regime.concurrency}}))
+    return [str(crawler), "--state-dir", str(run_dir / "state"), "crawl", *seeds,
+            f"--min_delay={regime.delay:g}", f"--max_pages={regime.max_pages}",
+            "--allow_private_networks", f"--crawl_user_agent={OUR_AGENT}",
+            "--idle_timeout=5", "--warc_roll_seconds=3", f"--policy={policy}"]
 
 
 def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Path,

@@ -28,6 +28,7 @@ import apache_beam as beam
 import google.cloud.pubsub_v1 as pubsub_v1
 from google.cloud import bigtable
 
+from pipeline import local_tuning
 from pipeline.graph import build_pipeline
 from pipeline.options import CrawlerOptions
 from transforms.messages import HEARTBEAT_KIND, KIND_ATTRIBUTE
@@ -36,6 +37,7 @@ from transforms.schema import HOST_FAMILY
 _LOG = logging.getLogger(__name__)
 HEARTBEAT_SECONDS = 0.1
 RATE_WINDOW = 10.0
+FREEZE_AFTER_SECONDS = 5.0  # pipeline.local_tuning.freeze_started_job
 STARTUP_SECONDS = 120.0  # a job that has not crawled anything by then is stuck
 _COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
              "filtered", "budget_exceeded", "accepted", "queued")
@@ -179,6 +181,8 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     """Runs the crawl locally (DirectRunner, or FlinkRunner on an embedded Flink) until a
     stopping condition; prints progress. The heartbeat only serves the native Pub/Sub read."""
     o = options.get_all_options()
+    local_tuning.install()
+    local_tuning.tune_gc()
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
     heartbeat = (Heartbeat(o["frontier_topic"]) if options.uses_native_pubsub()
@@ -214,9 +218,13 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
     reason = "stopped"
     hosts: list[HostRow] = []
     totals = Totals()
+    job_frozen = False
     while True:
         time.sleep(poll_seconds)
         now = time.time()
+        if not job_frozen and now - started >= FREEZE_AFTER_SECONDS:
+            local_tuning.freeze_started_job()
+            job_frozen = True
         if failure or not waiter.is_alive():
             reason = f"pipeline failed: {failure[0]!r}" if failure else "pipeline finished"
             break

@@ -13,6 +13,7 @@ from warcio.archiveiterator import ArchiveIterator
 
 from transforms.records import CrawlRequest, FetchResult
 from transforms.warc import (
+    GZIP_LEVEL,
     WarcFileBuilder,
     build_response_record,
     build_warcinfo_record,
@@ -127,6 +128,13 @@ def test_each_record_is_an_independent_gzip_member(warc):
         assert member.endswith(result.body + b"\r\n\r\n")
         end = offset + length
     assert end == len(data)
+
+
+def test_records_are_compressed_at_the_default_level_not_warcios_level_9():
+    record = build_response_record(make_result("http://a.test/", HTML * 200))
+    # gzip header byte 8 (XFL) is 2 for zlib level 9, 4 for level 1, 0 for levels 2..8
+    assert record[:2] == b"\x1f\x8b" and record[8] == 0 and GZIP_LEVEL == 6
+    assert gzip.decompress(record).endswith(HTML * 200 + b"\r\n\r\n")
 
 
 def test_archive_iterator_reads_whole_file_and_digests_verify(warc):

@@ -1,0 +1,102 @@
+"""The DirectRunner's DoFn spec lookups are memoized per DoFn object, with the same answers."""
+
+from __future__ import annotations
+
+import gc
+
+import apache_beam as beam
+import pytest
+from apache_beam.runners.direct import transform_evaluator
+from apache_beam.transforms import userstate
+from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
+from apache_beam.utils.timestamp import Timestamp
+
+from pipeline import local_tuning
+from transforms.frontier import _HostFrontierFn as HostFrontierFn
+
+
+class Counting(beam.DoFn):
+    BAG = BagStateSpec("bag", beam.coders.StrUtf8Coder())
+    TIMER = TimerSpec("t", userstate.TimeDomain.REAL_TIME)
+
+    def process(self, element, bag=beam.DoFn.StateParam(BAG),
+                timer=beam.DoFn.TimerParam(TIMER)):
+        timer.set(Timestamp(0))
+        yield element
+
+    @on_timer(TIMER)
+    def fire(self):
+        yield "t"
+
+
+class Plain(beam.DoFn):
+    def process(self, element):
+        yield element
+
+
+def test_specs_are_computed_once_per_dofn_and_match_beams(monkeypatch):
+    calls: list[object] = []
+    original = local_tuning._ORIGINAL
+
+    def counting_original(dofn):
+        calls.append(dofn)
+        return original(dofn)
+
+    monkeypatch.setattr(local_tuning, "_ORIGINAL", counting_original)
+    monkeypatch.setattr(local_tuning, "_CACHE", {})
+    stateful, plain = Counting(), Plain()
+    for _ in range(5):
+        states, timers = local_tuning.memoized_get_dofn_specs(stateful)
+        assert states == {Counting.BAG} and timers == {Counting.TIMER}
+        assert local_tuning.memoized_is_stateful_dofn(stateful)
+        assert not local_tuning.memoized_is_stateful_dofn(plain)
+    assert calls == [stateful, plain]  # once each, however often the runner asks
+    states.add("mutated")  # a caller's set is its own
+    assert local_tuning.memoized_get_dofn_specs(stateful)[0] == {Counting.BAG}
+    assert local_tuning.memoized_get_dofn_specs(Counting())[1] == {Counting.TIMER}
+    assert len(calls) == 3  # another object of the same class is looked up itself
+
+
+def test_the_frontier_dofn_gets_the_same_specs_as_without_the_memo():
+    dofn = HostFrontierFn.__new__(HostFrontierFn)
+    assert local_tuning.memoized_get_dofn_specs(dofn) == \
+        local_tuning._ORIGINAL(dofn)
+
+
+def test_install_patches_what_the_direct_runner_reads(monkeypatch):
+    for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
+                         (transform_evaluator, "get_dofn_specs"),
+                         (transform_evaluator, "is_stateful_dofn")):
+        monkeypatch.setattr(module, name, getattr(module, name))  # restored after the test
+    local_tuning.install()
+    local_tuning.install()
+    assert local_tuning.installed()
+    assert transform_evaluator.is_stateful_dofn is local_tuning.memoized_is_stateful_dofn
+    with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
+        userstate.validate_stateful_dofn(Duplicate())
+
+
+class Duplicate(beam.DoFn):
+    BAG = BagStateSpec("bag", beam.coders.StrUtf8Coder())
+    OTHER = BagStateSpec("bag", beam.coders.StrUtf8Coder())
+
+    def process(self, element, a=beam.DoFn.StateParam(BAG), b=beam.DoFn.StateParam(OTHER)):
+        yield element
+
+
+def test_tune_gc_freezes_what_lives_now_and_makes_full_collections_rarer():
+    before = gc.get_threshold()
+    try:
+        gc.unfreeze()
+        long_lived = [[i] for i in range(1000)]  # lists are always tracked
+        local_tuning.tune_gc()
+        assert gc.get_threshold() == local_tuning.GC_THRESHOLDS
+        assert local_tuning.GC_THRESHOLDS[0] > before[0] and local_tuning.GC_THRESHOLDS[2] > 10
+        frozen = gc.get_freeze_count()
+        assert frozen >= len(long_lived)
+        made_later = [[i] for i in range(1000)]
+        local_tuning.freeze_started_job()
+        assert gc.get_freeze_count() >= frozen + len(made_later)
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)
