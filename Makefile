@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
-.PHONY: install crawl test lint down clean bench bench-stages
+.PHONY: install crawl test lint down clean bench bench-stages bench-profile
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -34,9 +34,15 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.e2e --repeat 3 --out-dir results
 
 ## Per-stage microbenchmarks (link extraction, canonicalization, robots, per-link cost) with the
-## peers in the same process.
+## peers in the same process; then the sinks (WARC to GCS, rows to Bigtable) on the emulators.
 bench-stages: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.stages --repeat 3 --out results/stages.json
+	$(VENV)/bin/python -m benchmarks.sinks --repeat 3 --out results/sinks.json
+
+## Where the crawler's CPU goes: py-spy over an unthrottled crawl of the test bed -> results/profile.md
+bench-profile: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.testbed --full
+	$(VENV)/bin/python -m benchmarks.profile_crawl --out-dir results
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
