@@ -34,10 +34,12 @@ bench: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.e2e --repeat 3 --out-dir results
 
 ## Per-stage microbenchmarks (link extraction, canonicalization, robots, per-link cost) with the
-## peers in the same process; then the sinks (WARC to GCS, rows to Bigtable) on the emulators.
+## peers in the same process; the sinks (WARC to GCS, rows to Bigtable) on the emulators; the
+## frontier DoFn's per-element work (state coding + HostCore) without the runner.
 bench-stages: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.stages --repeat 3 --out results/stages.json
 	$(VENV)/bin/python -m benchmarks.sinks --repeat 3 --out results/sinks.json
+	$(VENV)/bin/python -m benchmarks.frontier_bench --repeat 3 --out results/frontier.json
 
 ## Where the crawler's CPU goes: py-spy over an unthrottled crawl of the test bed -> results/profile.md
 bench-profile: $(STAMP)

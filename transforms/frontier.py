@@ -85,13 +85,16 @@ class _HostFrontierFn(beam.DoFn):
         self._metrics: dict[str, Any] = {}
         self._lease_size = Metrics.distribution(METRICS_NAMESPACE, "lease_size")
 
-    def _core(self, host: str, host_state, queue_state, book_state, seen_state=None) -> HostCore:
+    def _core(self, host: str, host_state, queue_state, book_state, seen_state) -> HostCore:
         cfg = self._config
-        raw_seen = seen_state.read() if seen_state is not None else None
-        seen = ScalableBloomFilter.from_bytes(raw_seen) if raw_seen else cfg.new_seen()
+
+        def load_seen() -> ScalableBloomFilter | None:
+            raw = seen_state.read()
+            return ScalableBloomFilter.from_bytes(raw) if raw else None
+
         return HostCore(cfg, host_state.read() or HostState(host),
-                        queue_state.read() or schedule.FrontierQueue(cfg.queue_capacity), seen,
-                        book_loader=book_state.read)
+                        queue_state.read() or schedule.FrontierQueue(cfg.queue_capacity), None,
+                        book_loader=book_state.read, seen_loader=load_seen)
 
     def process(self, element: tuple[str, tuple[CrawlRequest, ...]],
                 host_state=beam.DoFn.StateParam(HOST_STATE),
@@ -122,15 +125,20 @@ class _HostFrontierFn(beam.DoFn):
                        host_state=beam.DoFn.StateParam(HOST_STATE),
                        queue_state=beam.DoFn.StateParam(QUEUE_STATE),
                        book_state=beam.DoFn.StateParam(BOOK_STATE),
+                       seen_state=beam.DoFn.StateParam(SEEN_STATE),
                        timer=beam.DoFn.TimerParam(LEASE_TIMER)) -> Iterator[Any]:
         now = time.time()
-        core = self._core(key, host_state, queue_state, book_state)
+        # The seen filter is read only if the timer needs it: sitemaps a fresh robots.txt names
+        # are remembered in it, so that a later link to them is not fetched again.
+        core = self._core(key, host_state, queue_state, book_state, seen_state)
         decision = core.on_timer(self._service.poll, now)
         if decision.lease is not None:
             self._service.submit(decision.lease)
             self._lease_size.update(len(decision.lease.requests))
         if decision.wake_at is not None:
             timer.set(Timestamp(decision.wake_at))
+        if core.seen_changed:
+            seen_state.write(core.seen.to_bytes())
         if core.book_changed:
             book_state.write(core.book)
         queue_state.write(core.queue)

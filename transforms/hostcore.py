@@ -136,9 +136,12 @@ class HostCore:
     """The decisions of one host's frontier over its state, queue and seen-filter (mutated)."""
 
     def __init__(self, config: FrontierConfig, state: HostState,
-                 queue: schedule.FrontierQueue, seen: ScalableBloomFilter,
+                 queue: schedule.FrontierQueue, seen: ScalableBloomFilter | None,
                  rng: random.Random | None = None,
-                 book_loader: Callable[[], RecrawlBook | None] | None = None) -> None:
+                 book_loader: Callable[[], RecrawlBook | None] | None = None,
+                 seen_loader: Callable[[], ScalableBloomFilter | None] | None = None) -> None:
+        """``seen`` may be None with a ``seen_loader``: the filter is then read on first use
+        (a timer firing rarely needs it, and it is the largest piece of state)."""
         self.config = config
         host_policy = config.policy.for_host(host_of_key(state.host))
         # A shard of a sharded host gets its share of the budget (and, in delay(), N times the
@@ -152,12 +155,25 @@ class HostCore:
         self.rng = rng or random.Random()
         self.state = state
         self.queue = queue
-        self.seen = seen
+        self._seen = seen
+        self._seen_loader = seen_loader
         self.seen_changed = False
         self.counters: Counter[str] = Counter()
         self._book_loader = book_loader
         self._book: RecrawlBook | None = None
         self.book_changed = False
+
+    @property
+    def seen(self) -> ScalableBloomFilter:
+        """The host's seen-URL filter, loaded on first use when built with a loader."""
+        if self._seen is None:
+            loaded = self._seen_loader() if self._seen_loader is not None else None
+            self._seen = loaded if loaded is not None else self.config.new_seen()
+        return self._seen
+
+    @property
+    def seen_loaded(self) -> bool:
+        return self._seen is not None
 
     @property
     def book(self) -> RecrawlBook:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
+from transforms.bloom import ScalableBloomFilter
 from transforms.fetch import FetchConfig, LeaseOutcome, RobotsResponse
 from transforms.hostcore import LOST_LEASE_GRACE, FrontierConfig, HostCore, HostState
 from transforms.policy import HostPolicy, Policy
@@ -240,3 +243,42 @@ def test_ftp_urls_are_leased_without_robots_txt_and_http_ones_wait_for_it():
     _finish(core, 0.0, 0.1)
     second = core.on_timer(_running, 1.2).lease
     assert second is not None and second.robots_url == f"https://{HOST}/robots.txt"
+
+
+def test_a_sitemap_named_by_robots_txt_is_remembered_across_state_round_trips():
+    """The timer that parses robots.txt queues its sitemaps and must persist them as seen, so
+    that the same URL arriving later as a link (or from another shard) is not fetched again."""
+    stored: dict[str, bytes] = {}
+
+    def core_from_state(state: HostState, queue: FrontierQueue) -> HostCore:
+        raw = stored.get("seen")
+        return HostCore(CONFIG, state, queue, None, seen_loader=lambda: (
+            ScalableBloomFilter.from_bytes(raw) if raw else None))
+
+    def persist(core: HostCore) -> None:
+        if core.seen_changed:
+            stored["seen"] = core.seen.to_bytes()
+
+    state, queue = HostState(HOST), FrontierQueue(CONFIG.queue_capacity)
+    first = core_from_state(state, queue)
+    first.accept([_req("a")], now=100.0)
+    persist(first)
+    timer = core_from_state(state, queue)
+    _robots(timer, 100.0, f"User-agent: *\nSitemap: https://{HOST}/sitemap.xml\n".encode())
+    assert timer.counters["sitemaps_queued"] == 1 and timer.seen_changed
+    persist(timer)
+    later = core_from_state(state, queue)
+    outcomes, _ = later.accept([CrawlRequest(f"https://{HOST}/sitemap.xml", 1, 0,
+                                             f"https://{HOST}/a")], now=101.0)
+    assert outcomes == [] and later.counters["dedup_dropped"] == 1
+
+
+def test_a_timer_that_only_polls_a_running_lease_never_reads_the_seen_filter():
+    core = _core()
+    core.accept([_req("a")], now=100.0)
+    lease_timer = HostCore(CONFIG, core.state, core.queue, None,
+                           seen_loader=lambda: pytest.fail("seen filter read"))
+    decision = lease_timer.on_timer(_running, 100.0)  # starts the robots.txt lease
+    assert decision.lease is not None
+    assert lease_timer.on_timer(_running, 100.1).lease is None  # polls it
+    assert not lease_timer.seen_loaded and not lease_timer.seen_changed
