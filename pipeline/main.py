@@ -9,8 +9,13 @@ job is submitted, unless ``--wait`` is given.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import shutil
 import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
 from typing import TextIO
 
 import apache_beam as beam
@@ -38,6 +43,25 @@ def is_embedded_flink(options: CrawlerOptions) -> bool:
             and not options.view_as(PortableOptions).job_endpoint)
 
 
+@contextlib.contextmanager
+def _local_checkpoint_storage(options: CrawlerOptions) -> Iterator[None]:
+    """An embedded Flink checkpoints to a temporary folder unless told otherwise: Flink's
+    default keeps checkpoints in the JobManager's memory, capped at 5 MB, and a crawl's state
+    (queues, seen filters, WARC buffers) outgrows that within seconds; every failed checkpoint
+    then failed the job, which restarted and fetched URLs again."""
+    crawler = options.view_as(CrawlerOptions)
+    if not is_embedded_flink(options) or crawler.state_backend is not None:
+        yield
+        return
+    folder = tempfile.mkdtemp(prefix="crawler-flink-checkpoints-")
+    crawler.state_backend = "filesystem"
+    crawler.state_backend_storage_path = Path(folder).as_uri()
+    try:
+        yield
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
 def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary | object:
     """Runs the crawl. Returns the local run's summary, or the submitted job's result."""
     options = CrawlerOptions(argv)
@@ -57,7 +81,8 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
             from pipeline.flink_job_server import ensure_job_server
 
             flink.flink_job_server_jar = str(ensure_job_server().jar)
-        return run_local(options, out)
+        with _local_checkpoint_storage(options):
+            return run_local(options, out)
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
     result = p.run()

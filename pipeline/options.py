@@ -28,7 +28,10 @@ NOT_TEMPLATE_PARAMETERS = {
     "wait": "the Flex Template launcher must return once the job is submitted",
     "checkpointing_interval": "Flink only; Dataflow checkpoints by itself",
     "finish_bundle_before_checkpointing": "Flink only",
+    "state_backend": "Flink only",
+    "state_backend_storage_path": "Flink only",
 }
+FLINK_STATE_BACKENDS = ("filesystem", "rocksdb")
 NATIVE_PUBSUB_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner",
                          "BundleBasedDirectRunner", "DataflowRunner", "dataflow",
                          "TestDataflowRunner"}
@@ -136,6 +139,14 @@ class CrawlerOptions(PipelineOptions):
               help="Flink: finish the open bundle before a checkpoint. Python splittable DoFns "
                    "(the portable Pub/Sub source) make no progress on Flink with checkpoints "
                    "unless this is true (default on Flink: true).")
+        _flag(parser, "state_backend", choices=FLINK_STATE_BACKENDS, default=None,
+              help="Flink: where operator state and checkpoints live, 'filesystem' or "
+                   "'rocksdb' (default on an embedded Flink: filesystem in a temporary folder; "
+                   "Flink's own default keeps checkpoints in the JobManager's memory, at most "
+                   "5 MB, which a crawl's state outgrows).")
+        _flag(parser, "state_backend_storage_path", default=None,
+              help="Flink: checkpoint folder of --state_backend, e.g. file:///tmp/ckpt or "
+                   "gs://bucket/flink/checkpoints.")
         _flag(parser, "wait", nargs="?", const=True, type=parse_bool, default=False,
               help="Dataflow or a Flink cluster: block until the job ends instead of returning "
                    "once it is submitted (default: return at once).")
