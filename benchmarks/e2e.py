@@ -70,7 +70,7 @@ FULL_REGIMES = (Regime("unthrottled", 0.0, 1, 1500, 420.0),
                 Regime("unthrottled-c4", 0.0, 4, 1500, 420.0),
                 Regime("polite", 0.25, 1, 500, 300.0))
 SMOKE_REGIMES = (Regime("unthrottled", 0.0, 1, 40, 150.0),
-                 Regime("unthrottled-c2", 0.0, 2, 40, 150.0),
+                 Regime("unthrottled-c4", 0.0, 4, 40, 150.0),
                  Regime("polite", 0.1, 1, 30, 150.0))
 
 
@@ -351,7 +351,7 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
     parser.add_argument("--out-dir", default="results")
     parser.add_argument("--work-dir", help="nginx and crawler state (default: a temp folder)")
     parser.add_argument("--regimes", default="unthrottled,unthrottled-c4,polite",
-                        help="comma-separated (smoke: unthrottled,unthrottled-c2,polite)")
+                        help="comma-separated")
     parser.add_argument("--crawlers", default=",".join(CRAWLERS))
     parser.add_argument("--smoke", action="store_true", help="two small generated hosts")
     parser.add_argument("--ours-arg", action="append", default=[], metavar="FLAG",
@@ -365,7 +365,7 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
     work = Path(args.work_dir or tempfile.mkdtemp(prefix="crawl-bench-"))
     sites = smoke_sites(work / "sites") if args.smoke else FULL_SITES
     known = SMOKE_REGIMES if args.smoke else FULL_REGIMES
-    wanted = {w.replace("-c4", "-c2") if args.smoke else w for w in args.regimes.split(",")}
+    wanted = set(args.regimes.split(","))
     regimes = [r for r in known if r.name in wanted]
     if not regimes:
         parser.error(f"--regimes: choose from {', '.join(r.name for r in known)}")

@@ -13,18 +13,15 @@ The runner's own cost per element comes on top; the end-to-end benchmark measure
 
 from __future__ import annotations
 
-import argparse
-import json
 import pickle
 import sys
 import time
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmarks.stages import DOC_ROOT, load_corpus, timed
+from benchmarks.stages import corpus_pages, corpus_parser, repetitions, timed, write_results
 from transforms.bloom import ScalableBloomFilter
 from transforms.hostcore import FrontierConfig, HostCore, HostState
 from transforms.links import extract_html
@@ -71,18 +68,14 @@ def run_elements(items: Sequence[tuple[str, list[CrawlRequest]]]) -> tuple[int, 
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
+    parser = corpus_parser(__doc__ or "", "results/frontier.json")
     parser.add_argument("--hosts", type=int, default=50)
     parser.add_argument("--batch", type=int, default=20)
-    parser.add_argument("--quick", action="store_true", help="50 pages, one repetition")
-    parser.add_argument("--out", type=Path, default=Path("results/frontier.json"))
     args = parser.parse_args(argv)
-    pages = load_corpus([DOC_ROOT] if DOC_ROOT.is_dir() else [],
-                        limit=50 if args.quick else None)
+    pages = corpus_pages(args)
     links = sorted({link for url, body in pages for link in extract_html(body, url).links})
     items = elements(links, args.hosts, args.batch)
-    urls = timed(lambda: run_elements(items)[0], 1 if args.quick else args.repeat)
+    urls = timed(lambda: run_elements(items)[0], repetitions(args))
     counters = run_elements(items)[1]
     per_element = len(items) / sum(len(r) for _, r in items)
     result = {"links": len(links), "hosts": args.hosts, "batch": args.batch,
@@ -95,9 +88,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"of up to {args.batch} URLs:\n  frontier DoFn body: "
           f"{result['elements_per_s']['median']:,.0f} elements/s, "
           f"{result['urls_per_s']['median']:,.0f} URLs/s (median of "
-          f"{1 if args.quick else args.repeat})")
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
+          f"{repetitions(args)})")
+    write_results(args.out, result)
     return result
 
 

@@ -11,8 +11,6 @@ bytes (before gzip) per second, so the figure compares with the crawl's download
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import shutil
 import sys
@@ -22,7 +20,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.stages import DOC_ROOT, load_corpus, timed
+from benchmarks.stages import corpus_pages, corpus_parser, repetitions, timed, write_results
 from transforms.records import CrawlRequest, FetchResult, ParsedPage, StoredPage, WarcLocation
 from transforms.rows import Row, stored_page_row
 from transforms.warc import WarcFileBuilder
@@ -146,17 +144,10 @@ def report(r: dict[str, Any]) -> str:
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--quick", action="store_true", help="50 pages, one repetition")
-    parser.add_argument("--out", type=Path, default=Path("results/sinks.json"))
-    args = parser.parse_args(argv)
-    pages = load_corpus([DOC_ROOT] if DOC_ROOT.is_dir() else [],
-                        limit=50 if args.quick else None)
-    results = run(pages, 1 if args.quick else args.repeat)
+    args = corpus_parser(__doc__ or "", "results/sinks.json").parse_args(argv)
+    results = run(corpus_pages(args), repetitions(args))
     print(report(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args.out, results)
     return results
 
 

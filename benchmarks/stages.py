@@ -201,23 +201,40 @@ def report(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> dict[str, Any]:
-    parser = argparse.ArgumentParser(description=__doc__,
+def corpus_parser(description: str, default_out: str) -> argparse.ArgumentParser:
+    """The options every corpus microbenchmark shares: ``--corpus``, ``--repeat``, ``--quick``,
+    ``--out``."""
+    parser = argparse.ArgumentParser(description=description,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--corpus", type=Path, action="append",
                         help=f"folder of HTML files (default: {DOC_ROOT})")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--quick", action="store_true", help="50 pages, one repetition")
-    parser.add_argument("--out", type=Path, default=Path("results/stages.json"))
-    args = parser.parse_args(argv)
+    parser.add_argument("--out", type=Path, default=Path(default_out))
+    return parser
+
+
+def corpus_pages(args: argparse.Namespace) -> list[tuple[str, bytes]]:
     roots = args.corpus or ([DOC_ROOT] if DOC_ROOT.is_dir() else [])
-    pages = load_corpus(roots, limit=50 if args.quick else None)
-    results = run(pages, 1 if args.quick else args.repeat)
+    return load_corpus(roots, limit=50 if args.quick else None)
+
+
+def repetitions(args: argparse.Namespace) -> int:
+    return 1 if args.quick else int(args.repeat)
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(results, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    args = corpus_parser(__doc__ or "", "results/stages.json").parse_args(argv)
+    results = run(corpus_pages(args), repetitions(args))
     results["machine"] = {"python": platform.python_version(), "cpus": _cpus(),
                           "platform": platform.platform()}
     print(report(results))
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    write_results(args.out, results)
     print(f"\nwritten: {args.out}")
     return results
 
