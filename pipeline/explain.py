@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from transforms.content import ACCEPT_ENCODING
 from transforms.filters import FilterResult, check_url
 from transforms.policy import (
     DEFAULT_POLICY,
@@ -295,6 +296,14 @@ class _NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def _rules_of(status: int, response: Any) -> RobotsRules:
+    """The rules of a robots.txt response: the body read raw up to the fetcher's limit."""
+    body = response.read(ROBOTS_MAX_BYTES + 1)
+    return rules_from_response(status, body[:ROBOTS_MAX_BYTES], time.time(),
+                               content_encoding=response.headers.get("Content-Encoding"),
+                               cut=len(body) > ROBOTS_MAX_BYTES)
+
+
 def fetch_robots_rules(url: str, timeout: float = ROBOTS_TIMEOUT,
                        user_agent: str = DEFAULT_USER_AGENT) -> RobotsRules:
     """Fetches the robots.txt of ``url``'s host once, as the pipeline's fetcher does.
@@ -315,17 +324,18 @@ def fetch_robots_rules(url: str, timeout: float = ROBOTS_TIMEOUT,
     host = politeness_key(target)
     opener = urllib.request.build_opener(urllib.request.ProxyHandler({}), _NoRedirect())
     for _ in range(ROBOTS_MAX_REDIRECTS + 1):
-        request = urllib.request.Request(target, headers={"User-Agent": user_agent})
+        # The pipeline's fetcher accepts gzip and deflate, so a server may compress; the body
+        # is read raw and decoded by rules_from_response, with the cap on the decoded text.
+        request = urllib.request.Request(target, headers={"User-Agent": user_agent,
+                                                          "Accept-Encoding": ACCEPT_ENCODING})
         try:
             with opener.open(request, timeout=timeout) as response:
-                body = response.read(ROBOTS_MAX_BYTES + 1)
-                return rules_from_response(response.status, body, time.time())
+                return _rules_of(response.status, response)
         except urllib.error.HTTPError as response:
             with response:
                 location = response.headers.get("Location")
                 if response.code not in _REDIRECT_STATUSES or not location:
-                    body = response.read(ROBOTS_MAX_BYTES + 1)
-                    return rules_from_response(response.code, body, time.time())
+                    return _rules_of(response.code, response)
         except (OSError, http.client.HTTPException, ValueError) as error:  # URLError: OSError
             return rules_from_response(None, None, time.time(), f"{type(error).__name__}: "
                                        f"{getattr(error, 'reason', error)}")

@@ -60,8 +60,9 @@ class CrawlCore(beam.PTransform):
         ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(self._options.policy())
         frontier = ingest.requests | "HostFrontier" >> HostFrontier(
             self._options.frontier_config())
+        frontier_config = self._options.frontier_config()
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
-            self._options.frontier_config().robots_agent)
+            frontier_config.robots_agent, frontier_config.fetch.max_body_bytes)
         stored = extract.pages | "WriteWarc" >> WriteWarc(
             o["warc_prefix"], o["warc_roll_bytes"], o["warc_roll_seconds"], o["warc_shards"])
         links = ((extract.links, frontier.discovered)

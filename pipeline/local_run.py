@@ -126,18 +126,35 @@ def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
     if active:
         lines.append(f"  crawling time     {active:.1f} s (until the last change)")
     lines.append("")
-    header = f"  {'host':<32} {'pages':>6} {'errors':>6} {'blocked':>7} {'queued':>6} " \
-             f"{'delay':>5}  robots"
+    header = (f"  {'host':<32} {'pages':>6} {'errors':>6} {'blocked':>7} {'queued':>6} "
+              f"{'delay':>5}  {'robots':<12} {'rules':>5} {'crawl-delay':>11}")
     lines.append(header)
     lines.append("  " + "-" * (len(header) - 2))
     for h in sorted(hosts, key=lambda h: -h.number("fetched"))[:limit]:
         lines.append(f"  {h.host:<32} {int(h.number('fetched')):>6} "
                      f"{int(h.number('errors')):>6} {int(h.number('robots_blocked')):>7} "
                      f"{int(h.number('queued')):>6} {h.number('delay'):>5.2f}  "
-                     f"{h.values.get('robots_status', '')}")
+                     f"{h.values.get('robots_status', ''):<12} {robots_rules_cell(h):>5} "
+                     f"{crawl_delay_cell(h):>11}")
     if len(hosts) > limit:
         lines.append(f"  ... and {len(hosts) - limit} more hosts")
     return "\n".join(lines)
+
+
+def robots_rules_cell(h: HostRow) -> str:
+    """The number of robots.txt rules the host parsed, or ``-`` when it parsed no robots.txt."""
+    if h.values.get("robots_status") != "parsed":
+        return "-"
+    return str(int(h.number("robots_rules")))
+
+
+def crawl_delay_cell(h: HostRow) -> str:
+    """The Crawl-delay the host's robots.txt asks of us, in seconds, or ``-`` for none."""
+    value = h.values.get("crawl_delay", "")
+    try:
+        return f"{float(value):.2f}" if value else "-"
+    except ValueError:
+        return "-"
 
 
 class Heartbeat:

@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.content import decode_content, header
+from transforms.content import Decoded, decode_body, header
 from transforms.links import extract_html
 from transforms.policy import SUPPORTED_SCHEMES
 from transforms.records import (
@@ -39,7 +39,8 @@ from transforms.warc import payload_checksum
 METRICS_NAMESPACE = "crawler"
 LINKS_TAG = "links"
 UNSTORED_TAG = "unstored"
-MAX_DECODED_BYTES = 50 * 1024 * 1024
+DEFAULT_MAX_DECODED_BYTES = 10 * 1024 * 1024  # --max_body_bytes' default
+UNDECODED = "body not decoded"  # f:detail prefix of a body whose content-coding failed
 
 
 def outlink_requests(page: FetchResult, links: tuple[str, ...]) -> list[CrawlRequest]:
@@ -60,12 +61,37 @@ def outlink_requests(page: FetchResult, links: tuple[str, ...]) -> list[CrawlReq
     return out
 
 
-def parse_page(result: FetchResult, user_agent: str) -> tuple[ParsedPage, list[CrawlRequest]]:
-    """Parses a stored HTML page; returns it with the requests for its followable links."""
+def decoding_detail(decoded: Decoded, max_bytes: int) -> str:
+    """What ``f:detail`` says about a body's decoding: nothing when it was whole."""
+    if decoded.error:
+        return f"{UNDECODED}: {decoded.error}"
+    if decoded.truncated:
+        return f"decoded body cut at {max_bytes} bytes"
+    return ""
+
+
+def parse_page(result: FetchResult, user_agent: str,
+               max_bytes: int = DEFAULT_MAX_DECODED_BYTES
+               ) -> tuple[ParsedPage, list[CrawlRequest]]:
+    """Parses a stored HTML page; returns it with the requests for its followable links.
+
+    The body is decoded per its ``Content-Encoding`` first, at most ``max_bytes`` decoded (the
+    fetch's ``--max_body_bytes``). A body that cannot be decoded is still stored as sent; its
+    page has no title or links, and ``f:detail`` says why.
+    """
     body = result.body or b""
-    decoded, _ = decode_content(body, header(result.headers, "Content-Encoding"),
-                                MAX_DECODED_BYTES)
-    info = extract_html(decoded, result.final_url, result.content_type)
+    decoded = decode_body(body, header(result.headers, "Content-Encoding"), max_bytes,
+                          result.truncated)
+    # A body cut on the wire is marked already (f:truncated); only a cut of the decoded text
+    # at the cap is news here.
+    detail = decoding_detail(dataclasses.replace(decoded, truncated=decoded.truncated
+                                                 and not result.truncated), max_bytes)
+    if detail:
+        result = dataclasses.replace(result, detail="; ".join(filter(None, (result.detail,
+                                                                           detail))))
+    if not decoded.ok:
+        return ParsedPage(result, None, (), payload_checksum(body)), []
+    info = extract_html(decoded.data, result.final_url, result.content_type)
     directives = page_directives(meta_contents(info.meta_names), x_robots_tags(result.headers),
                                  user_agent)
     canonical = None
@@ -86,16 +112,28 @@ def parse_page(result: FetchResult, user_agent: str) -> tuple[ParsedPage, list[C
 
 
 def read_sitemap(result: FetchResult) -> SitemapYield:
-    """Parses a fetched sitemap (content-coding undone) into what it adds to the crawl."""
-    decoded, _ = decode_content(result.body or b"", header(result.headers, "Content-Encoding"),
-                                MAX_SITEMAP_BYTES)
-    return sitemap_outlinks(result, parse_sitemap(decoded, result.final_url,
-                                                  result.content_type))
+    """Parses a fetched sitemap into what it adds to the crawl.
+
+    Its ``Content-Encoding`` is undone first (at most ``MAX_SITEMAP_BYTES`` decoded, the
+    protocol's 50 MB; a ``.xml.gz`` file stays gzip and ``parse_sitemap`` inflates it). A body
+    that cannot be decoded adds nothing, and the sitemap's row says why.
+    """
+    decoded = decode_body(result.body or b"", header(result.headers, "Content-Encoding"),
+                          MAX_SITEMAP_BYTES, result.truncated)
+    if not decoded.ok:
+        return SitemapYield((), 0, 0, False, decoding_detail(decoded, MAX_SITEMAP_BYTES))
+    outcome = sitemap_outlinks(result, parse_sitemap(decoded.data, result.final_url,
+                                                     result.content_type))
+    if decoded.truncated:
+        outcome = dataclasses.replace(outcome, detail="; ".join(filter(None, (
+            outcome.detail, decoding_detail(decoded, MAX_SITEMAP_BYTES)))))
+    return outcome
 
 
 class _ExtractFn(beam.DoFn):
-    def __init__(self, user_agent: str) -> None:
+    def __init__(self, user_agent: str, max_body_bytes: int) -> None:
         self._user_agent = user_agent
+        self._max_body_bytes = max_body_bytes
 
     def setup(self) -> None:
         self._pages = Metrics.counter(METRICS_NAMESPACE, "pages_parsed")
@@ -106,6 +144,7 @@ class _ExtractFn(beam.DoFn):
         self._sitemaps = Metrics.counter(METRICS_NAMESPACE, "sitemaps_parsed")
         self._sitemap_urls = Metrics.counter(METRICS_NAMESPACE, "sitemap_urls")
         self._sitemap_out_of_scope = Metrics.counter(METRICS_NAMESPACE, "sitemap_out_of_scope")
+        self._undecodable = Metrics.counter(METRICS_NAMESPACE, "bodies_undecodable")
 
     def process(self, result: FetchResult) -> Iterator[Any]:
         if result.request.kind in SITEMAP_KINDS and result.body is not None:
@@ -122,7 +161,9 @@ class _ExtractFn(beam.DoFn):
         if result.body is None:
             yield beam.pvalue.TaggedOutput(UNSTORED_TAG, result)
             return
-        page, requests = parse_page(result, self._user_agent)
+        page, requests = parse_page(result, self._user_agent, self._max_body_bytes)
+        if UNDECODED in page.fetch.detail:
+            self._undecodable.inc()
         self._pages.inc()
         if page.nofollow:
             self._nofollow.inc()
@@ -138,6 +179,8 @@ class _ExtractFn(beam.DoFn):
         """A fetched sitemap: its child sitemaps or pages to the frontier, and its row with a
         summary of what it listed and dropped (the sitemap itself is not stored)."""
         outcome = read_sitemap(result)
+        if UNDECODED in outcome.detail:
+            self._undecodable.inc()
         self._sitemaps.inc()
         self._sitemap_urls.inc(len(outcome.requests))
         self._sitemap_out_of_scope.inc(outcome.out_of_scope)
@@ -156,14 +199,18 @@ class ExtractOutputs(NamedTuple):
 class ExtractLinks(beam.PTransform):
     """FetchResults -> parsed pages, discovered links, and results that are not stored.
 
-    ``user_agent`` selects the crawler-specific robots meta names and X-Robots-Tag forms.
+    ``user_agent`` selects the crawler-specific robots meta names and X-Robots-Tag forms;
+    ``max_body_bytes`` caps a page's decoded size, as the fetch caps its size on the wire.
     """
 
-    def __init__(self, user_agent: str = "beam-crawler") -> None:
+    def __init__(self, user_agent: str = "beam-crawler",
+                 max_body_bytes: int = DEFAULT_MAX_DECODED_BYTES) -> None:
         super().__init__()
         self._user_agent = user_agent
+        self._max_body_bytes = max_body_bytes
 
     def expand(self, results: beam.PCollection) -> ExtractOutputs:
-        outputs = results | "ParseHtml" >> beam.ParDo(_ExtractFn(self._user_agent)).with_outputs(
-            LINKS_TAG, UNSTORED_TAG, main="pages")
+        outputs = results | "ParseHtml" >> beam.ParDo(
+            _ExtractFn(self._user_agent, self._max_body_bytes)).with_outputs(
+                LINKS_TAG, UNSTORED_TAG, main="pages")
         return ExtractOutputs(outputs.pages, outputs[LINKS_TAG], outputs[UNSTORED_TAG])

@@ -10,7 +10,9 @@ lease's requests are sequential (including same-host redirect hops), each starts
 the lease deadline, and every request's timeout is clamped to the deadline.
 
 Bodies are read raw (``auto_decompress=False``): the WARC record holds exactly the bytes the server
-sent, and decompression happens at extraction with a size cap.
+sent. Whatever parses a body decodes it first (``transforms.content.decode_body``, with that
+body's cap on the *decoded* size): robots.txt in ``transforms.robots``, pages and sitemaps in
+``transforms.extract``.
 """
 
 from __future__ import annotations
@@ -99,6 +101,8 @@ class RobotsResponse:
     body: bytes | None
     fetched_at: float
     error: str = ""
+    content_encoding: str | None = None  # the body is as sent; the robots parser decodes it
+    truncated: bool = False  # the body was cut at ``max_robots_bytes`` on the wire
 
 
 @dataclass(frozen=True)
@@ -347,8 +351,12 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: RequestGa
                         return RobotsResponse(404, None, fetched_at, "cross-host redirect")
                     url = target
                     continue
-                body, _ = await _read_limited(resp, config.max_robots_bytes)
-                return RobotsResponse(resp.status, body, fetched_at)
+                # Raw, like every body: the cap on the decoded text is applied where the body
+                # is decoded and parsed (transforms.robots.rules_from_response).
+                body, truncated = await _read_limited(resp, config.max_robots_bytes)
+                return RobotsResponse(resp.status, body, fetched_at,
+                                      content_encoding=resp.headers.get("Content-Encoding"),
+                                      truncated=truncated)
         except LeaseExpired:
             raise
         except (TimeoutError, aiohttp.ClientError, OSError, ValueError) as exc:

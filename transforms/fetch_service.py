@@ -22,6 +22,7 @@ from collections.abc import Awaitable, Callable
 
 import aiohttp
 
+from transforms.content import ACCEPT_ENCODING
 from transforms.fetch import (
     FetchConfig,
     Lease,
@@ -106,7 +107,7 @@ class FetchService:
             connector=connector, auto_decompress=False,
             headers={"User-Agent": self.config.user_agent,
                      "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
-                     "Accept-Encoding": "gzip, deflate"})
+                     "Accept-Encoding": ACCEPT_ENCODING})
 
     def submit(self, lease: Lease) -> None:
         """Starts a lease; returns at once."""

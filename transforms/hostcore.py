@@ -17,6 +17,7 @@ Metrics, so the logic carries no Beam dependency.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import random
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -43,13 +44,20 @@ from transforms.records import (
     UrlOutcome,
 )
 from transforms.recrawl_book import RecrawlBook
-from transforms.robots import RobotsRules, product_token, rules_from_response
+from transforms.robots import (
+    RobotsRules,
+    has_content,
+    product_token,
+    rule_count,
+    rules_from_response,
+)
 from transforms.rows import iso as iso_time
 from transforms.sharding import host_of_key, shard_budget, shard_delay, shard_key
 from transforms.sitemap_links import robots_sitemap_requests
 from transforms.urls import politeness_key, robots_url, url_fingerprint
 from transforms.warc import payload_checksum
 
+_LOG = logging.getLogger(__name__)
 LOST_LEASE_GRACE = 2.0
 # robots.txt (RFC 9309) governs http and https; other schemes (ftp) are leased without it.
 NO_ROBOTS = RobotsRules("allow_all", "", None, 0.0, "no robots.txt for this scheme")
@@ -385,14 +393,25 @@ class HostCore:
         hs, cfg, response = self.state, self.config, outcome.robots
         assert response is not None
         rules = rules_from_response(response.status, response.body, response.fetched_at,
-                                    response.error)
+                                    response.error, response.content_encoding,
+                                    response.truncated)
         hs.robots = rules
         self.counters["robots_fetched"] += 1
+        if rules.mode == "parsed" and not rule_count(rules.text) and has_content(rules.text):
+            # The one way a body that was never really read (an undecoded coding, an HTML
+            # error page served as 200) shows up: rules the site has, and we do not.
+            self.counters["robots_without_rules"] += 1
+            _LOG.warning("robots.txt has content but no Allow/Disallow rule",
+                         extra={"host": hs.host, "status": response.status,
+                                "content_encoding": response.content_encoding,
+                                "bytes": len(response.body or b"")})
         if rules.mode != "disallow_all":
             hs.robots_attempts = 0
             return
         hs.robots_attempts += 1
-        hs.last_error = f"robots.txt {response.status or response.error}"
+        hs.last_error = f"robots.txt {rules.error or response.status or response.error}"[:200]
+        if rules.error and response.status is not None:
+            self.counters["robots_undecodable"] += 1
         if hs.robots_attempts < cfg.robots_max_attempts:
             hs.robots_retry_at = now + schedule.retry_backoff(hs.robots_attempts, cfg.retry_delay)
             return
@@ -537,7 +556,9 @@ class HostCore:
             budget_exceeded=c.get("budget_exceeded", 0), accepted=c.get("accepted", 0),
             queued=len(self.queue),
             lease_active=hs.lease is not None, delay=self.delay(),
-            robots_status=hs.robots.mode if hs.robots else "unknown", last_error=hs.last_error)
+            robots_status=hs.robots.mode if hs.robots else "unknown", last_error=hs.last_error,
+            robots_rules=rule_count(hs.robots.text) if hs.robots else 0,
+            crawl_delay=hs.robots.crawl_delay(self.agent) if hs.robots else None)
 
     def _count(self, name: str, n: int = 1, counter: str | None = None) -> None:
         """Counts in the host's cumulative state and in this call's metrics."""

@@ -162,6 +162,8 @@ class HostStats:
     delay: float = 0.0
     robots_status: str = "unknown"
     last_error: str = ""
+    robots_rules: int = 0  # Allow/Disallow lines in the host's robots.txt
+    crawl_delay: float | None = None  # the Crawl-delay robots.txt asks of our agent, if any
 
 
 @dataclass(frozen=True)

@@ -152,6 +152,8 @@ def host_row(stats: HostStats) -> Row:
         value = getattr(stats, field.name)
         if field.name == "updated_at":
             value = iso(value)
+        elif value is None:
+            value = ""
         elif isinstance(value, bool):
             value = "1" if value else "0"
         cells[field.name] = str(value)

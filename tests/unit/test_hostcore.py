@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import gzip
+import logging
 
 import pytest
 
@@ -37,12 +39,13 @@ def _running(lease_id: str):
     return "running", None
 
 
-def _robots(core: HostCore, now: float, body: bytes | None, status: int | None = 200):
+def _robots(core: HostCore, now: float, body: bytes | None, status: int | None = 200,
+            encoding: str | None = None):
     decision = core.on_timer(_running, now)
     lease = decision.lease
     assert lease is not None and lease.robots_url == f"https://{HOST}/robots.txt"
-    outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(status, body, now + 0.1),
-                           (now,), now + 0.1, now + 0.1)
+    outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(
+        status, body, now + 0.1, content_encoding=encoding), (now,), now + 0.1, now + 0.1)
     return core.on_timer(_done(outcome), now + 0.2)
 
 
@@ -129,6 +132,47 @@ def test_unreachable_robots_is_retried_then_fails_every_queued_url():
     assert all(o.detail.startswith("robots_unavailable") for o in outcomes)
     late, _ = core.accept([_req("c")], now=attempts[-1] + 1)
     assert [o.outcome for o in late] == ["error"]  # fails fast during the error TTL
+
+
+def test_a_gzip_robots_txt_is_obeyed_and_shown_in_the_host_stats():
+    core = _core()
+    core.accept([_req("a"), _req("genindex-A")], now=0.0)
+    body = gzip.compress(b"User-agent: *\nDisallow: /genindex-\nCrawl-delay: 0.5\n")
+    _robots(core, 0.0, body, encoding="gzip")
+    assert core.delay() == 1.0  # our min_delay, larger than the site's Crawl-delay
+    decision = core.on_timer(_running, 1.1)
+    assert decision.lease is not None
+    assert [r.url for r in decision.lease.requests] == [_req("a").url]
+    assert [o.outcome for o in decision.outcomes] == ["robots_blocked"]
+    stats = core.stats(1.1)
+    assert (stats.robots_status, stats.robots_rules, stats.crawl_delay) == ("parsed", 1, 0.5)
+
+
+def test_an_undecodable_robots_txt_is_retried_like_an_unreachable_one_and_says_why():
+    core = _core()
+    core.accept([_req("a")], now=0.0)
+    decision = _robots(core, 0.0, b"\x1b\x3a\x00\xf8", encoding="br")
+    assert decision.lease is None and core.state.robots is not None
+    assert core.state.robots.mode == "disallow_all" and core.state.robots_attempts == 1
+    assert core.state.last_error == "robots.txt not decodable: unknown content-encoding 'br'"
+    assert core.counters["robots_undecodable"] == 1
+    assert core.state.robots_retry_at == 0.2 + CONFIG.retry_delay  # tried again later
+    assert core.stats(0.2).robots_status == "disallow_all" and len(core.queue) == 1
+
+
+def test_robots_txt_with_content_and_no_rule_is_logged_as_a_warning(caplog):
+    core = _core()
+    core.accept([_req("a")], now=0.0)
+    with caplog.at_level(logging.WARNING, logger="transforms.hostcore"):
+        _robots(core, 0.0, b"<html><body>Welcome!</body></html>")
+    (record,) = [r for r in caplog.records if "no Allow/Disallow rule" in r.getMessage()]
+    assert record.__dict__["host"] == HOST and core.counters["robots_without_rules"] == 1
+    caplog.clear()
+    other = _core()
+    other.accept([_req("a")], now=0.0)
+    with caplog.at_level(logging.WARNING, logger="transforms.hostcore"):
+        _robots(other, 0.0, b"# nothing to say\n")  # no content: no warning
+    assert not caplog.records and other.counters["robots_without_rules"] == 0
 
 
 def _result(request: CrawlRequest, status: int | None, error: str | None = None,

@@ -16,9 +16,9 @@ def _host(name: str, **values) -> HostRow:
 
 HOSTS = [
     _host("a.example", fetched=10, errors=1, bytes=1000, robots_blocked=2, queued=0,
-          lease_active=0, delay=1.0, robots_status="ok"),
+          lease_active=0, delay=1.0, robots_status="parsed", robots_rules=0, crawl_delay=""),
     _host("b.example", fetched=30, errors=0, bytes=5000, dedup_dropped=4, queued=5,
-          lease_active=1, delay=2.5, robots_status="ok"),
+          lease_active=1, delay=2.5, robots_status="parsed", robots_rules=3, crawl_delay=2.5),
     _host("127.0.0.2:8081", fetched=0, errors=3, overflow=7, accepted=9, queued=2,
           lease_active=0, robots_status="unavailable"),
 ]
@@ -153,15 +153,18 @@ def test_summary_lists_hosts_by_pages_descending():
     rows = _host_lines(text, names)
     assert [r.split()[0] for r in rows] == ["b.example", "a.example", "127.0.0.2:8081"]
     b = rows[0].split()
-    assert b == ["b.example", "30", "0", "0", "5", "2.50", "ok"]
+    assert b == ["b.example", "30", "0", "0", "5", "2.50", "parsed", "3", "2.50"]
+    a = rows[1].split()
+    assert a == ["a.example", "10", "1", "2", "0", "1.00", "parsed", "0", "-"]
     other = rows[2].split()
-    assert other == ["127.0.0.2:8081", "0", "3", "0", "2", "0.00", "unavailable"]
+    assert other == ["127.0.0.2:8081", "0", "3", "0", "2", "0.00", "unavailable", "-", "-"]
 
 
 def test_summary_has_a_header_above_the_hosts():
     text = format_summary(HOSTS, totals_of(HOSTS), elapsed=1.0, reason="idle")
     header = next(line for line in _lines(text) if line.split()[:1] == ["host"])
-    assert header.split() == ["host", "pages", "errors", "blocked", "queued", "delay", "robots"]
+    assert header.split() == ["host", "pages", "errors", "blocked", "queued", "delay", "robots",
+                              "rules", "crawl-delay"]
     lines = _lines(text)
     assert set(lines[lines.index(header) + 1].strip()) == {"-"}
     assert "more hosts" not in text
@@ -187,3 +190,15 @@ def test_summary_without_hosts():
     assert _lines(text)[0] == "Crawl stopped: pipeline finished"
     assert re.search(r"pages fetched\s+0$", text, re.M)
     assert "more hosts" not in text
+
+
+def test_summary_shows_the_robots_rules_and_crawl_delay_each_host_read():
+    # What the frontier writes (HostStats -> host_row) is what the summary shows per host.
+    stats = [HostStats("polite.example", 1.0, fetched=3, robots_status="parsed", robots_rules=2,
+                       crawl_delay=0.5),
+             HostStats("plain.example", 1.0, fetched=2, robots_status="allow_all")]
+    hosts = [HostRow(r.key, r.cells[HOST_FAMILY]) for r in map(host_row, stats)]
+    rows = _host_lines(format_summary(hosts, totals_of(hosts), elapsed=1.0, reason="idle"),
+                       ["polite.example", "plain.example"])
+    assert rows[0].split()[-3:] == ["parsed", "2", "0.50"]
+    assert rows[1].split()[-3:] == ["allow_all", "-", "-"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import gzip
 import pickle
 import random
+import zlib
 
 import pytest
 
@@ -14,7 +16,9 @@ from transforms.robots import (
     ROBOTS_MAX_BYTES,
     RobotsRules,
     decode_robots,
+    has_content,
     is_allowed,
+    rule_count,
     rules_from_response,
 )
 
@@ -254,3 +258,75 @@ def test_garbage_never_raises() -> None:
             delay = rules.crawl_delay("beamcrawler")
             assert delay is None or delay >= 0
             assert all(isinstance(s, str) for s in rules.sitemaps())
+
+
+# -- robots.txt as a server sends it: Content-Encoding ------------------------------------------
+
+POLITE = b"User-agent: *\nDisallow: /genindex-\nCrawl-delay: 0.5\nSitemap: http://h/s.xml\n"
+
+
+def _raw_deflate(data: bytes) -> bytes:
+    deflater = zlib.compressobj(wbits=-zlib.MAX_WBITS)
+    return deflater.compress(data) + deflater.flush()
+
+
+@pytest.mark.parametrize(("encoding", "body"), [
+    (None, POLITE),
+    ("identity", POLITE),
+    ("gzip", gzip.compress(POLITE)),
+    ("deflate", zlib.compress(POLITE)),
+    ("deflate", _raw_deflate(POLITE)),
+])
+def test_an_encoded_robots_txt_is_read_like_a_plain_one(encoding, body) -> None:
+    rules = rules_from_response(200, body, 1.0, content_encoding=encoding)
+    assert rules.mode == MODE_PARSED and rules.text == POLITE.decode()
+    assert not rules.allows(SITE + "/genindex-A.html", "beamcrawler")
+    assert rules.allows(SITE + "/index.html", "beamcrawler")
+    assert rules.crawl_delay("beamcrawler") == 0.5
+    assert rules.sitemaps() == ("http://h/s.xml",)
+    assert rule_count(rules.text) == 1
+
+
+def test_a_gzip_bomb_robots_txt_is_cut_at_500_kib_decoded() -> None:
+    # 100 MB of rules compress to about 100 KB: within the fetch's raw limit, far beyond the
+    # parser's. The decoded text stops at the cap, and the cut line is dropped.
+    rule = b"Disallow: /private-area-of-the-site/\n"
+    body = gzip.compress(b"User-agent: *\n" + rule * (100_000_000 // len(rule)), 9)
+    assert len(body) < ROBOTS_MAX_BYTES
+    rules = rules_from_response(200, body, 1.0, content_encoding="gzip")
+    assert rules.mode == MODE_PARSED
+    assert len(rules.text.encode()) <= ROBOTS_MAX_BYTES and rules.text.endswith("\n")
+    assert not rules.allows(SITE + "/private-area-of-the-site/x", "beamcrawler")
+    assert rule_count(rules.text) == ROBOTS_MAX_BYTES // len(rule)
+
+
+@pytest.mark.parametrize(("encoding", "body", "why"), [
+    ("gzip", gzip.compress(POLITE)[:12] + b"\xde\xad" * 30, "corrupt gzip"),
+    ("gzip", POLITE, "corrupt gzip: no gzip header"),  # says gzip, sends plain text
+    ("br", b"\x1b\x3a\x00\xf8", "unknown content-encoding 'br'"),
+])
+def test_an_undecodable_robots_txt_disallows_all_and_says_why(encoding, body, why) -> None:
+    # RFC 9309 2.3.1.4: rules we cannot read are "unreachable", never "no rules, allow all".
+    rules = rules_from_response(200, body, 1.0, content_encoding=encoding)
+    assert rules.mode == MODE_DISALLOW_ALL and rules.status == 200
+    assert rules.error.startswith(f"not decodable: {why}"), rules.error
+    assert not rules.allows(SITE + "/index.html", "beamcrawler")
+    assert rules.allows(SITE + "/robots.txt", "beamcrawler")
+
+
+def test_rule_count_and_content() -> None:
+    assert rule_count(RFC_EXAMPLE) == 7
+    assert rule_count("User-agent: *\n  disallow :\n# Allow: /x\nAllowed: no\n") == 1
+    assert has_content("User-agent: *\n") and not has_content("# only a comment\n\n  \n")
+    # What the bug looked like: gzip bytes read as text have content and no rule.
+    garbled = gzip.compress(POLITE).decode("utf-8", "replace")
+    assert has_content(garbled) and rule_count(garbled) == 0
+
+
+def test_a_plain_robots_txt_cut_at_the_fetch_limit_drops_its_cut_line() -> None:
+    # The fetcher reads at most ROBOTS_MAX_BYTES and says it stopped there.
+    body = (b"User-agent: *\n" + b"#" * (ROBOTS_MAX_BYTES - 40) + b"\n"
+            + b"Disallow: /private-but-cut")[:ROBOTS_MAX_BYTES]
+    assert len(body) == ROBOTS_MAX_BYTES
+    rules = rules_from_response(200, body, 1.0, cut=True)
+    assert rules.text.endswith("\n") and "Disallow" not in rules.text

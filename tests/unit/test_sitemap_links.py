@@ -120,3 +120,15 @@ def test_sitemap_fields_survive_the_frontier_topic():
                              lastmod=1793491200.5),
                 CrawlRequest("https://example.com/b")]
     assert decode_requests(encode_requests(requests)) == requests
+
+
+def test_an_undecodable_sitemap_adds_nothing_and_its_row_says_why():
+    # A server that gzips the whole body twice over (".xml.gz" gzipped again) is fine; a body
+    # that says gzip and is not, or a coding we never asked for, is not read as "no URLs".
+    twice = _fetched("https://example.com/s.xml.gz", gzip.compress(gzip.compress(URLSET)),
+                     content_type="application/gzip", headers=(("Content-Encoding", "gzip"),))
+    assert len(read_sitemap(twice).requests) == 3
+    for encoding, body in (("gzip", URLSET), ("br", b"\x1b\x3a\x00")):
+        y = read_sitemap(_fetched("https://example.com/s.xml", body,
+                                  headers=(("Content-Encoding", encoding),)))
+        assert y.requests == () and y.detail.startswith("body not decoded: "), y.detail

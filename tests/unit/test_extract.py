@@ -1,0 +1,63 @@
+"""Page parsing in the extract stage: bodies are decoded per Content-Encoding before parsing,
+with the fetch's size cap on the decoded size; the stored body stays as sent."""
+
+from __future__ import annotations
+
+import gzip
+import zlib
+
+import pytest
+
+from transforms.extract import UNDECODED, parse_page
+from transforms.records import CrawlRequest, FetchResult
+
+URL = "https://site.example/docs/"
+HTML = (b"<!doctype html><html><head><title>Docs</title>"
+        b'<meta name="robots" content="noindex"></head><body>'
+        b'<a href="a.html">A</a> <a href="/b">B</a></body></html>')
+
+
+def _page(body: bytes, encoding: str | None = None, truncated: bool = False) -> FetchResult:
+    headers = (("Content-Type", "text/html"),) + (
+        (("Content-Encoding", encoding),) if encoding else ())
+    return FetchResult(CrawlRequest(URL), "site.example", 1.0, URL, status=200,
+                       content_type="text/html", headers=headers, body=body,
+                       content_length=len(body), truncated=truncated)
+
+
+@pytest.mark.parametrize("encoding, encode", [
+    (None, lambda b: b), ("gzip", gzip.compress), ("deflate", zlib.compress)])
+def test_a_compressed_page_is_parsed_like_a_plain_one(encoding, encode):
+    result = _page(encode(HTML), encoding)
+    page, requests = parse_page(result, "beam-crawler")
+    assert page.title == "Docs" and page.noindex
+    assert [r.url for r in requests] == ["https://site.example/docs/a.html",
+                                         "https://site.example/b"]
+    assert page.fetch.body == encode(HTML)  # the WARC record gets the bytes as sent
+    assert page.fetch.detail == ""
+
+
+def test_the_cap_applies_to_the_decoded_size():
+    big = HTML.replace(b"</body>", b"<p>" + b"word " * 200_000 + b'</p><a href="/late">x</a>'
+                       b"</body>")
+    page, requests = parse_page(_page(gzip.compress(big), "gzip"), "beam-crawler",
+                                max_bytes=100_000)
+    assert "/late" not in {r.url.rsplit("site.example", 1)[1] for r in requests}
+    assert len(requests) == 2 and page.fetch.detail == "decoded body cut at 100000 bytes"
+
+
+def test_a_page_cut_on_the_wire_is_parsed_as_far_as_it_goes():
+    body = gzip.compress(HTML)[:-30]  # the fetch stopped at --max_body_bytes mid-stream
+    page, _ = parse_page(_page(body, "gzip", truncated=True), "beam-crawler")
+    assert page.title == "Docs" and page.fetch.detail == ""  # f:truncated says it already
+
+
+@pytest.mark.parametrize("encoding, body, why", [
+    ("br", b"\x1b\x3a\x00\xf8", "unknown content-encoding 'br'"),
+    ("gzip", HTML, "corrupt gzip: no gzip header"),
+])
+def test_an_undecodable_page_is_kept_as_sent_without_links_and_says_why(encoding, body, why):
+    page, requests = parse_page(_page(body, encoding), "beam-crawler")
+    assert requests == [] and page.title is None and page.outlinks == ()
+    assert page.fetch.body == body
+    assert page.fetch.detail == f"{UNDECODED}: {why}"
