@@ -1,19 +1,21 @@
 """The frontier's per-element cost: what ``HostFrontier.process`` does for one element (a batch
-of one host's URLs), in process and without the runner: read the host's state (unpickle the
-host record and queue, load the seen-URL Bloom filter from bytes), ``HostCore.accept`` (dedup,
-filters, budget, queue), write the state back (pickle, Bloom filter to bytes).
+of one host's URLs), in process and without the runner: decode the key's ``host`` cell, admit
+the URLs (``HostCore.on_element``: dedup against the seen filter, filters, budget), build their
+``queued`` rows and index entries, and write back the cells the element changed
+(``transforms.frontier_cells``: the ``host`` cell, the arrivals bag, at most one seen stage).
 
     python -m benchmarks.frontier_bench --repeat 3 --out results/frontier.json
 
 The URLs are the test-bed corpus links (``benchmarks.stages``) spread over ``--hosts`` hosts,
 every link sent twice (the second time the seen filter drops it), in elements of
 ``--batch`` URLs, which is how discovered links reach the frontier (``BatchLinksByHost``).
-The runner's own cost per element comes on top; the end-to-end benchmark measures the whole.
+Each key is rebuilt from an empty in-memory store first, as a new key is. Table writes are
+built but go to an in-memory store; the runner's cost and the Bigtable round trips come on top
+(the end-to-end benchmark measures the whole).
 """
 
 from __future__ import annotations
 
-import pickle
 import sys
 import time
 from collections import Counter, defaultdict
@@ -22,12 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.stages import corpus_pages, corpus_parser, repetitions, timed, write_results
-from transforms.bloom import ScalableBloomFilter
-from transforms.hostcore import FrontierConfig, HostCore, HostState
+from transforms.frontier_cells import FrontierCells, SeenCache, memory_cells
+from transforms.frontier_context import FrontierConfig
+from transforms.frontier_store import MemoryFrontierStore
 from transforms.links import extract_html
 from transforms.policy import HostPolicy, Policy
 from transforms.records import CrawlRequest
-from transforms.schedule import FrontierQueue
 
 CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1_000_000)))
 
@@ -47,24 +49,37 @@ def elements(links: Sequence[str], hosts: int, batch: int) -> list[tuple[str, li
     return out
 
 
-def run_elements(items: Sequence[tuple[str, list[CrawlRequest]]]) -> tuple[int, Counter[str]]:
+def _ready(key: str, cells: FrontierCells, store: MemoryFrontierStore, now: float) -> None:
+    """Rebuilds a new key from the (empty) store, as its first element does."""
+    core = cells.core(CONFIG, key)
+    fx = core.on_element((), (), now)
+    cells.write(key, core, fx)
+    assert fx.io is not None
+    page = store.rebuild_page(key, None, CONFIG.rebuild_page, True, CONFIG.head_size, now)
+    core = cells.core(CONFIG, key)
+    fx = core.on_timer(lambda _: ("done", page), now)
+    cells.write(key, core, fx)
+
+
+def run_elements(items: Sequence[tuple[str, list[CrawlRequest]]]
+                 ) -> tuple[int, Counter[str], int]:
     """Processes every element as the DoFn does, state kept as the runner keeps it: bytes.
-    Returns the URLs handled and the frontier's counters (accepted, dedup_dropped, ...)."""
+    Returns the URLs handled, the frontier's counters, and the state bytes written."""
     counters: Counter[str] = Counter()
-    store: dict[str, tuple[bytes | None, bytes | None, bytes | None]] = {}
+    store = MemoryFrontierStore()
+    cells: dict[str, FrontierCells] = {}
+    cache = SeenCache()
     now = time.time()
+    written = 0
     for host, requests in items:
-        host_blob, queue_blob, seen_blob = store.get(host, (None, None, None))
-        core = HostCore(CONFIG, pickle.loads(host_blob) if host_blob else HostState(host),
-                        pickle.loads(queue_blob) if queue_blob else
-                        FrontierQueue(CONFIG.queue_capacity),
-                        ScalableBloomFilter.from_bytes(seen_blob) if seen_blob
-                        else CONFIG.new_seen(), book_loader=lambda: None)
-        core.accept(requests, now)
-        counters.update(core.counters)
-        store[host] = (pickle.dumps(core.state), pickle.dumps(core.queue),
-                       core.seen.to_bytes() if core.seen_changed else seen_blob)
-    return sum(len(r) for _, r in items), counters
+        if host not in cells:
+            cells[host] = memory_cells(cache)
+            _ready(host, cells[host], store, now)
+        core = cells[host].core(CONFIG, host)
+        fx = core.on_element(requests, (), now)
+        written += cells[host].write(host, core, fx)
+        counters.update(core.ctx.counters)
+    return sum(len(r) for _, r in items), counters, written
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -76,19 +91,21 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     links = sorted({link for url, body in pages for link in extract_html(body, url).links})
     items = elements(links, args.hosts, args.batch)
     urls = timed(lambda: run_elements(items)[0], repetitions(args))
-    counters = run_elements(items)[1]
+    _, counters, written = run_elements(items)
     per_element = len(items) / sum(len(r) for _, r in items)
     result = {"links": len(links), "hosts": args.hosts, "batch": args.batch,
               "elements": len(items), "accepted": counters["urls_accepted"],
               "dedup_dropped": counters["dedup_dropped"],
               "filtered": sum(n for k, n in counters.items() if k.startswith("filtered_")),
+              "state_bytes_per_element": round(written / len(items)),
               "urls_per_s": {k: round(v, 1) for k, v in urls.items()},
               "elements_per_s": {k: round(v * per_element, 1) for k, v in urls.items()}}
     print(f"{len(links):,} links over {args.hosts} hosts, each twice, {len(items):,} elements "
           f"of up to {args.batch} URLs:\n  frontier DoFn body: "
           f"{result['elements_per_s']['median']:,.0f} elements/s, "
           f"{result['urls_per_s']['median']:,.0f} URLs/s (median of "
-          f"{repetitions(args)})")
+          f"{repetitions(args)}), {result['state_bytes_per_element']:,} state bytes written "
+          "per element")
     write_results(args.out, result)
     return result
 

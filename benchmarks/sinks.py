@@ -58,7 +58,7 @@ def upload(files: Sequence[bytes], prefix: str) -> None:
 
 
 def write_rows(table: Any, rows: Sequence[Row]) -> int:
-    from transforms.storage import to_direct_row
+    from transforms.bigtable_store import to_direct_row
 
     for i in range(0, len(rows), ROWS_PER_BATCH):
         statuses = table.mutate_rows([to_direct_row(r) for r in rows[i:i + ROWS_PER_BATCH]])

@@ -5,6 +5,7 @@
     crawler run [options]            run the streaming pipeline (locally by default)
     crawler show URL                 a URL's webtable row and WARC location
     crawler ls --host HOST           a host's URLs with status and fetch time
+    crawler status                   where the crawl stands (URLs by status, quiescence)
     crawler crawl [URL...]           all of the above in one go (the demo site without URLs)
     crawler explain URL              why a URL would or would not be crawled
     crawler provision --project P    topics, subscription, Bigtable tables, bucket (idempotent)
@@ -19,7 +20,13 @@ import sys
 from pathlib import Path
 
 from pipeline import local_stack as stack_mod
-from transforms.schema import DEFAULT_INSTANCE, DEFAULT_SUBSCRIPTION, DEFAULT_TOPIC, WEBTABLE
+from transforms.schema import (
+    DEFAULT_INSTANCE,
+    DEFAULT_SUBSCRIPTION,
+    DEFAULT_TOPIC,
+    HOSTS_TABLE,
+    WEBTABLE,
+)
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -135,6 +142,16 @@ def cmd_ls(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_status(args: argparse.Namespace) -> int:
+    """Where the crawl stands, from its tables; exit status 0 when it is quiescent."""
+    from pipeline.crawl_status import format_status, read_status, status_json
+
+    project, instance, _ = _bigtable_target(args)
+    state = read_status(project, instance, args.table, args.hosts_table, args.horizon)
+    print(status_json(state) if args.json else format_status(state))
+    return 0 if state.quiescent else 3
+
+
 def cmd_crawl(args: argparse.Namespace, beam_argv: list[str]) -> int:
     from pipeline.crawl_command import crawl
 
@@ -206,6 +223,18 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--instance")
         p.add_argument("--table", default=WEBTABLE)
 
+    status = sub.add_parser("status", help="where the crawl stands, read from its tables: "
+                            "URLs by status, hosts active and waiting, the oldest queued URL, "
+                            "whether it is quiescent (exit status 0) or not (3)")
+    status.add_argument("--project")
+    status.add_argument("--instance")
+    status.add_argument("--table", default=WEBTABLE)
+    status.add_argument("--hosts-table", default=HOSTS_TABLE)
+    status.add_argument("--horizon", type=float, default=60.0,
+                        help="recrawls due within this many seconds count as work "
+                             "(default: 60)")
+    status.add_argument("--json", action="store_true", help="print one JSON object")
+
     crawl = sub.add_parser("crawl", help="local stack + (demo site) + seed + run + summary; "
                            "other flags go to the pipeline")
     crawl.add_argument("urls", nargs="*", help="seed URLs (default: the bundled demo site)")
@@ -259,7 +288,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     else:
         handlers = {"local": cmd_local, "seed": cmd_seed, "show": cmd_show, "ls": cmd_ls,
-                    "explain": cmd_explain, "provision": cmd_provision}
+                    "explain": cmd_explain, "provision": cmd_provision, "status": cmd_status}
         try:
             code = handlers[args.command](args)
         except stack_mod.LocalStackError as exc:

@@ -2,37 +2,38 @@
 
     ReadFrontier (Pub/Sub, with attributes: native ReadFromPubSub or the portable PullFromPubSub)
       -> ReadCrawlRequests   decode, canonicalize, key by host          (dead letters -> Bigtable)
-      -> HostFrontier        politeness, robots.txt, dedup, queue, leases that fetch
+      WakePendingKeys        at the start of a job: keys with work pending in the tables
+      -> HostFrontier        politeness, robots.txt, dedup, leases that fetch; writes its
+                             decisions (``queued`` rows, the frontier index) itself
       -> ExtractLinks        HTML -> title, outlinks; cross-host redirects
       -> WriteWarc           pages -> WARC/1.1 files on GCS
-      -> webtable rows (pages, unstored fetches, frontier outcomes) -> Bigtable
+      -> webtable rows (pages, unstored fetches) -> Bigtable, then their index entries deleted
       -> host counters -> Bigtable
       -> BatchLinksByHost -> PublishLinks (Pub/Sub frontier topic: the loop)
+      -> Acknowledge         messages whose URLs are recorded (sources that leave it to us)
 
 Step labels are explicit and stable: Dataflow's ``--update`` matches steps by label.
 """
 
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import ReadFromPubSub, WriteToPubSub
 
 from pipeline.options import CrawlerOptions
+from transforms.acks import AcknowledgeMessages
+from transforms.bigtable_store import BigtableStoreSpec
 from transforms.extract import ExtractLinks
 from transforms.frontier import HostFrontier
+from transforms.frontier_store import StoreSpec
 from transforms.ingest import ReadCrawlRequests
 from transforms.loop import BatchLinksByHost
 from transforms.pubsub_source import PullFromPubSub
-from transforms.rows import (
-    dead_letter_row,
-    host_row,
-    outcome_row,
-    stored_page_row,
-    unstored_result_row,
-)
-from transforms.storage import WriteRows
+from transforms.rows import host_row
+from transforms.storage import WriteRows, dead_letter_write, fetch_write, page_write
+from transforms.wake import WakePendingKeys
 from transforms.warc_io import WriteWarc
 
 
@@ -40,59 +41,75 @@ class CrawlOutputs(NamedTuple):
     """The main PCollections of the graph, for tests and for extensions."""
 
     fetched: beam.PCollection  # FetchResult, every fetch
-    outcomes: beam.PCollection  # UrlOutcome, frontier decisions
+    outcomes: beam.PCollection  # UrlOutcome, frontier decisions (written by the frontier)
     stats: beam.PCollection  # HostStats
     stored: beam.PCollection  # StoredPage, pages with their WARC location
     unstored: beam.PCollection  # FetchResult without stored body (errors, non-HTML, redirects)
     links: beam.PCollection  # CrawlRequest: links, cross-host redirects, sitemaps, other hosts
     dead_letters: beam.PCollection  # DeadLetter
+    acks: beam.PCollection  # AckToken: messages whose URLs the frontier recorded
+
+
+def store_spec(options: CrawlerOptions) -> BigtableStoreSpec:
+    """Where the crawl's tables are."""
+    crawler = options.view_as(CrawlerOptions)
+    return BigtableStoreSpec(options.bigtable_project_id, crawler.bigtable_instance,
+                             crawler.webtable, crawler.hosts_table, crawler.frontier_table,
+                             crawler.deadletter_table)
 
 
 class CrawlCore(beam.PTransform):
-    """Frontier messages -> everything the crawl produces, with no sink attached."""
+    """Frontier messages -> everything the crawl produces; the frontier writes its own
+    decisions to ``store``, no other sink is attached."""
 
-    def __init__(self, options: CrawlerOptions) -> None:
+    def __init__(self, options: CrawlerOptions, store: StoreSpec) -> None:
         super().__init__()
         self._options = options
+        self._store = store
 
     def expand(self, messages: beam.PCollection) -> CrawlOutputs:
-        o = self._options.get_all_options()
-        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(self._options.policy())
-        frontier = ingest.requests | "HostFrontier" >> HostFrontier(
-            self._options.frontier_config())
+        crawler = self._options.view_as(CrawlerOptions)
         frontier_config = self._options.frontier_config()
+        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(self._options.policy())
+        woken = messages.pipeline | "WakePendingKeys" >> WakePendingKeys(self._store)
+        # Typed keys: the frontier's keyed state needs a deterministic key coder (UTF-8).
+        work = ((ingest.requests, woken)
+                | "FrontierInput" >> beam.Flatten().with_output_types(tuple[str, Any]))
+        frontier = work | "HostFrontier" >> HostFrontier(frontier_config, self._store)
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
             frontier_config.robots_agent, frontier_config.fetch.max_body_bytes)
         stored = extract.pages | "WriteWarc" >> WriteWarc(
-            o["warc_prefix"], o["warc_roll_bytes"], o["warc_roll_seconds"], o["warc_shards"])
+            crawler.warc_prefix, crawler.warc_roll_bytes, crawler.warc_roll_seconds,
+            crawler.warc_shards)
         links = ((extract.links, frontier.discovered)
                  | "AllDiscoveredRequests" >> beam.Flatten())
+        acks = (frontier.acks, ingest.acks) | "RecordedMessages" >> beam.Flatten()
         return CrawlOutputs(frontier.fetched, frontier.outcomes, frontier.stats, stored,
-                            extract.unstored, links, ingest.dead_letters)
+                            extract.unstored, links, ingest.dead_letters, acks)
 
 
-def build_pipeline(p: beam.Pipeline, options: CrawlerOptions) -> CrawlOutputs:
+def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
+                   store: StoreSpec | None = None) -> CrawlOutputs:
     """Adds the whole crawl, sources and sinks included, to ``p``."""
-    o = options.get_all_options()
-    project = options.bigtable_project_id
-    instance = o["bigtable_instance"]
+    crawler = options.view_as(CrawlerOptions)
+    store = store if store is not None else store_spec(options)
     if options.uses_native_pubsub():
-        read: beam.PTransform = ReadFromPubSub(subscription=o["input_subscription"],
+        read: beam.PTransform = ReadFromPubSub(subscription=crawler.input_subscription,
                                                with_attributes=True)
     else:
-        read = PullFromPubSub(o["input_subscription"], readers=o["pubsub_readers"])
+        read = PullFromPubSub(crawler.input_subscription, readers=crawler.pubsub_readers)
     messages = p | "ReadFrontier" >> read
-    outputs = messages | "Crawl" >> CrawlCore(options)
-    webtable_rows = (
-        (outputs.stored | "PageRows" >> beam.Map(stored_page_row),
-         outputs.unstored | "FetchRows" >> beam.Map(unstored_result_row),
-         outputs.outcomes | "OutcomeRows" >> beam.Map(outcome_row))
-        | "AllWebtableRows" >> beam.Flatten())
-    _ = webtable_rows | "WriteWebtable" >> WriteRows(project, instance, o["webtable"])
+    outputs = messages | "Crawl" >> CrawlCore(options, store)
+    _ = ((outputs.stored | "PageRows" >> beam.Map(page_write),
+          outputs.unstored | "FetchRows" >> beam.Map(fetch_write))
+         | "AllWebtableRows" >> beam.Flatten()
+         | "WriteWebtable" >> WriteRows(store, crawler.webtable, webtable=True))
     _ = (outputs.stats | "HostRows" >> beam.Map(host_row)
-         | "WriteHosts" >> WriteRows(project, instance, o["hosts_table"]))
-    _ = (outputs.dead_letters | "DeadLetterRows" >> beam.Map(dead_letter_row)
-         | "WriteDeadLetters" >> WriteRows(project, instance, o["deadletter_table"]))
+         | "WriteHosts" >> WriteRows(store, crawler.hosts_table))
+    letters_recorded = (outputs.dead_letters | "DeadLetterRows" >> beam.Map(dead_letter_write)
+                        | "WriteDeadLetters" >> WriteRows(store, crawler.deadletter_table))
     _ = (outputs.links | "BatchLinksByHost" >> BatchLinksByHost()
-         | "PublishLinks" >> WriteToPubSub(o["frontier_topic"], with_attributes=True))
+         | "PublishLinks" >> WriteToPubSub(crawler.frontier_topic, with_attributes=True))
+    _ = ((outputs.acks, letters_recorded) | "AllRecordedMessages" >> beam.Flatten()
+         | "Acknowledge" >> AcknowledgeMessages(crawler.input_subscription))
     return outputs

@@ -1,22 +1,24 @@
-"""Runs the streaming pipeline locally (DirectRunner) with progress and stopping conditions.
+"""Runs the streaming pipeline locally (DirectRunner, or FlinkRunner on a local Flink) with
+progress and stopping conditions.
 
 The DirectRunner cannot stop a streaming job by itself, and metrics queried from a running
 streaming job come back empty (after ``cancel`` they hold only the first bundles' counts). So
-progress is read where an operator would read it in production:
-the hosts table, which the frontier updates at every lease (pages, errors, bytes, queue length per
-host). The job stops when ``--max_pages`` is reached (after the last WARC files are written) or when
-nothing changed for ``--idle_timeout`` seconds with no URL queued and no lease out.
+progress is read where an operator would read it in production: the hosts table, which the
+frontier updates as each key's work changes (pages, errors, bytes, pending URLs per key). The
+job stops when ``--max_pages`` is reached (after the last WARC files are written) or when the
+crawl has been quiescent for ``--idle_timeout`` seconds: the same signal ``crawler status``
+shows (``pipeline.crawl_status``: nothing queued, nothing in flight, no key rebuilding, no
+recrawl due within the idle timeout).
 
-The DirectRunner runs every transform on one worker thread, and its Pub/Sub read long-polls the
-subscription for up to 30 s when it is empty, which would freeze the frontier's timers. While the
-job runs, a heartbeat thread publishes a tiny message every ``HEARTBEAT_SECONDS`` so the pull
-always returns at once; the decode step drops heartbeats (counter ``heartbeats``).
+On the DirectRunner the Pub/Sub read is the at-least-once, non-blocking one of
+``pipeline.local_pubsub``: a message is acknowledged only once its URLs are recorded, so a run
+killed at any point loses nothing, and no heartbeat is needed to keep timers running.
 """
 
 from __future__ import annotations
 
 import collections
-import contextlib
+import dataclasses
 import logging
 import sys
 import threading
@@ -25,22 +27,22 @@ from dataclasses import dataclass, field
 from typing import TextIO
 
 import apache_beam as beam
-import google.cloud.pubsub_v1 as pubsub_v1
 from google.cloud import bigtable
+from google.cloud.bigtable import row_filters
 
-from pipeline import local_tuning
+from pipeline import local_pubsub, local_tuning
+from pipeline.crawl_status import host_busy
 from pipeline.graph import build_pipeline
 from pipeline.options import CrawlerOptions
-from transforms.messages import HEARTBEAT_KIND, KIND_ATTRIBUTE
-from transforms.schema import HOST_FAMILY
+from transforms.records import HostStats
+from transforms.schema import HOST_FAMILY, PENDING_COLUMN
 
 _LOG = logging.getLogger(__name__)
-HEARTBEAT_SECONDS = 0.1
 RATE_WINDOW = 10.0
 FREEZE_AFTER_SECONDS = 5.0  # pipeline.local_tuning.freeze_started_job
 STARTUP_SECONDS = 120.0  # a job that has not crawled anything by then is stuck
-_COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
-             "filtered", "budget_exceeded", "accepted", "queued")
+_COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "filtered",
+             "budget_exceeded", "accepted", "queued")
 
 
 @dataclass
@@ -57,28 +59,37 @@ class HostRow:
 
 @dataclass
 class Totals:
-    """Sums over the hosts table."""
+    """Sums over the hosts table; ``busy_hosts`` counts the keys that are not quiescent."""
 
     counters: dict[str, int] = field(default_factory=dict)
     hosts: int = 0
     active_hosts: int = 0
     leases: int = 0
+    busy_hosts: int = 0
 
     def __getitem__(self, name: str) -> int:
         return self.counters.get(name, 0)
 
     def snapshot(self) -> tuple[int, ...]:
-        return (*[self[c] for c in _COUNTERS], self.hosts, self.leases)
+        return (*[self[c] for c in _COUNTERS], self.hosts, self.leases, self.busy_hosts)
 
     @property
     def idle(self) -> bool:
-        return self["queued"] == 0 and self.leases == 0
+        """The crawl is quiescent (``pipeline.crawl_status.host_busy`` for every key)."""
+        return self.busy_hosts == 0
+
+
+# The hosts-table columns progress needs (not the saved robots.txt text, up to 500 KiB a key).
+_HOST_COLUMNS = "^(" + "|".join([f.name for f in dataclasses.fields(HostStats)]
+                                + [PENDING_COLUMN]) + ")$"
 
 
 def read_hosts(project: str, instance: str, table: str) -> list[HostRow]:
-    """All rows of the hosts table, decoded."""
+    """All rows of the hosts table, decoded (their counters and state, newest cells)."""
     client = bigtable.Client(project=project, admin=False)
-    rows = client.instance(instance).table(table).read_rows()
+    rows = client.instance(instance).table(table).read_rows(filter_=row_filters.RowFilterChain([
+        row_filters.ColumnQualifierRegexFilter(_HOST_COLUMNS.encode()),
+        row_filters.CellsColumnLimitFilter(1)]))
     out = []
     for row in rows:
         cells = row.cells.get(HOST_FAMILY, {})
@@ -87,7 +98,10 @@ def read_hosts(project: str, instance: str, table: str) -> list[HostRow]:
     return out
 
 
-def totals_of(hosts: list[HostRow]) -> Totals:
+def totals_of(hosts: list[HostRow], now: float | None = None, horizon: float = 0.0) -> Totals:
+    """Sums the hosts rows; keys busy at ``now`` (default: the current time) with recrawls due
+    within ``horizon`` seconds are counted in ``busy_hosts``."""
+    now = time.time() if now is None else now
     t = Totals()
     for h in hosts:
         for name in _COUNTERS:
@@ -96,6 +110,7 @@ def totals_of(hosts: list[HostRow]) -> Totals:
         active = h.values.get("lease_active") == "1"
         t.leases += int(active)
         t.active_hosts += int(active or h.number("queued") > 0)
+        t.busy_hosts += int(host_busy(h.values, now, horizon))
     return t
 
 
@@ -119,7 +134,6 @@ def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
              f"  bytes             {t['bytes']}", f"  errors            {t['errors']}",
              f"  robots-blocked    {t['robots_blocked']}",
              f"  dedup-dropped     {t['dedup_dropped']}",
-             f"  queue overflow    {t['overflow']}",
              f"  filtered (policy) {t['filtered']}",
              f"  over budget       {t['budget_exceeded']}", f"  still queued      {t['queued']}",
              f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s"]
@@ -157,32 +171,6 @@ def crawl_delay_cell(h: HostRow) -> str:
         return "-"
 
 
-class Heartbeat:
-    """Publishes a heartbeat message to the frontier topic every ``interval`` seconds."""
-
-    def __init__(self, topic_path: str, interval: float = HEARTBEAT_SECONDS) -> None:
-        self._topic = topic_path
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="pubsub-heartbeat", daemon=True)
-
-    def __enter__(self) -> Heartbeat:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        self._stop.set()
-        self._thread.join(timeout=5)
-
-    def _run(self) -> None:
-        publisher = pubsub_v1.PublisherClient()
-        while not self._stop.wait(self._interval):
-            try:
-                publisher.publish(self._topic, b"", **{KIND_ATTRIBUTE: HEARTBEAT_KIND}).result(10)
-            except Exception as exc:
-                _LOG.debug("heartbeat not published: %s", exc)
-
-
 @dataclass
 class RunSummary:
     reason: str
@@ -195,17 +183,15 @@ class RunSummary:
 
 def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
               poll_seconds: float = 1.0) -> RunSummary:
-    """Runs the crawl locally (DirectRunner, or FlinkRunner on an embedded Flink) until a
-    stopping condition; prints progress. The heartbeat only serves the native Pub/Sub read."""
-    o = options.get_all_options()
+    """Runs the crawl locally (DirectRunner, or FlinkRunner on a local Flink) until a
+    stopping condition; prints progress."""
     local_tuning.install()
     local_tuning.tune_gc()
+    if options.uses_native_pubsub():
+        local_pubsub.install()
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
-    heartbeat = (Heartbeat(o["frontier_topic"]) if options.uses_native_pubsub()
-                 else contextlib.nullcontext())
-    with heartbeat:
-        return _drive(p.run(), options, out, poll_seconds)
+    return _drive(p.run(), options, out, poll_seconds)
 
 
 def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) -> RunSummary:
@@ -250,7 +236,7 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
         except Exception as exc:
             _LOG.warning("could not read the hosts table: %s", exc)
             continue
-        totals = totals_of(hosts)
+        totals = totals_of(hosts, now, o["idle_timeout"])
         recent.append((now, totals["fetched"]))
         while len(recent) > 2 and now - recent[1][0] >= RATE_WINDOW:
             recent.popleft()
@@ -268,7 +254,8 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
             time.sleep(o["warc_roll_seconds"] + 1)  # let the last WARC files and rows land
             break
         if totals.hosts and totals.idle and now - last_change >= o["idle_timeout"]:
-            reason = f"idle for {o['idle_timeout']:.0f} s (nothing queued)"
+            reason = (f"idle for {o['idle_timeout']:.0f} s (quiescent: nothing queued, nothing "
+                      "in flight)")
             break
         if not totals.hosts and now - started >= max(STARTUP_SECONDS, 10 * o["idle_timeout"]):
             reason = f"stalled: no host reported anything in {now - started:.0f} s"

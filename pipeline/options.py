@@ -11,11 +11,17 @@ import re
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms.fetch import FetchConfig
-from transforms.hostcore import FrontierConfig
+from transforms.frontier_context import FrontierConfig
+from transforms.leases import FetchConfig
 from transforms.policy import DEFAULT_POLICY, Policy, load_policy
 from transforms.robots import product_token
-from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
+from transforms.schema import (
+    DEADLETTER_TABLE,
+    DEFAULT_INSTANCE,
+    FRONTIER_TABLE,
+    HOSTS_TABLE,
+    WEBTABLE,
+)
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
@@ -68,6 +74,9 @@ class CrawlerOptions(PipelineOptions):
               help=f"Bigtable instance id (default: {DEFAULT_INSTANCE}).")
         _flag(parser, "webtable", default=WEBTABLE,
               help=f"Bigtable table with one row per URL (default: {WEBTABLE}).")
+        _flag(parser, "frontier_table", default=FRONTIER_TABLE,
+              help="Bigtable table holding every host's pending work in fetch order "
+                   f"(default: {FRONTIER_TABLE}).")
         _flag(parser, "hosts_table", default=HOSTS_TABLE,
               help=f"Bigtable table with one row of counters per host (default: {HOSTS_TABLE}).")
         _flag(parser, "deadletter_table", default=DEADLETTER_TABLE,
@@ -96,9 +105,10 @@ class CrawlerOptions(PipelineOptions):
                    "lease_seconds / delay URLs (default: 10).")
         _flag(parser, "max_lease_urls", type=int, default=32,
               help="Most URLs in one lease (default: 32).")
-        _flag(parser, "max_queue_per_host", type=int, default=100_000,
-              help="Most pending URLs per host; more are recorded as queue_overflow "
-                   "(default: 100000).")
+        _flag(parser, "frontier_head_size", type=int, default=2000,
+              help="Pending URLs per host kept in the runner's state; the rest of a host's "
+                   "pending URLs stay in the frontier table and are read back as the head "
+                   "empties, so no URL is ever dropped for lack of room (default: 2000).")
         _flag(parser, "max_seen_per_host", type=int, default=1_000_000,
               help="Capacity of a host's seen-URL Bloom filter (default: 1000000).")
         _flag(parser, "seen_error_rate", type=float, default=1e-6,
@@ -176,7 +186,7 @@ class CrawlerOptions(PipelineOptions):
                      "fetch_timeout", "warc_roll_seconds", "idle_timeout"):
             if o[name] <= 0:
                 raise ValueError(f"--{name} must be > 0, got {o[name]}")
-        for name in ("max_lease_urls", "max_queue_per_host", "max_seen_per_host",
+        for name in ("max_lease_urls", "frontier_head_size", "max_seen_per_host",
                      "warc_roll_bytes", "warc_shards", "max_body_bytes", "pubsub_readers"):
             if o[name] < 1:
                 raise ValueError(f"--{name} must be >= 1, got {o[name]}")
@@ -231,7 +241,8 @@ class CrawlerOptions(PipelineOptions):
                             allow_private_networks=o["allow_private_networks"])
         return FrontierConfig(
             policy=self.policy(), lease_seconds=o["lease_seconds"],
-            max_lease_urls=o["max_lease_urls"], queue_capacity=o["max_queue_per_host"],
+            max_lease_urls=o["max_lease_urls"], head_size=o["frontier_head_size"],
+            refill_size=max(1, o["frontier_head_size"] // 2),
             max_seen=o["max_seen_per_host"], seen_error_rate=o["seen_error_rate"],
             robots_ttl=o["robots_ttl"], retry_delay=o["retry_delay"],
             robots_agent=product_token(o["crawl_user_agent"]), fetch=fetch)

@@ -51,10 +51,14 @@ import struct
 
 _LN2 = math.log(2)
 _MAGIC = b"SBF"
-_VERSION = 1
-# magic, version, initial_capacity, error_rate, growth, tightening, max_capacity, stage count
+_VERSION_1 = 1  # no stage cap; still read
+_VERSION = 2
+# v1: magic, version, initial_capacity, error_rate, growth, tightening, max_capacity, stages
 _HEADER = struct.Struct(">3sBQdIdQH")
+# v2: the same with max_stage_capacity (0: none) before the stage count
+_HEADER_V2 = struct.Struct(">3sBQdIdQQH")
 _STAGE_COUNT = struct.Struct(">Q")
+_STAGE_INDEX = struct.Struct(">H")
 _HALVES = struct.Struct("<QQ")
 
 
@@ -169,9 +173,12 @@ class ScalableBloomFilter:
         growth: int = 2,
         tightening: float = 0.5,
         max_capacity: int = 1_000_000,
+        max_stage_capacity: int | None = None,
     ) -> None:
         if initial_capacity < 1 or max_capacity < 1 or growth < 1:
             raise ValueError("initial_capacity, max_capacity and growth must be >= 1")
+        if max_stage_capacity is not None and max_stage_capacity < initial_capacity:
+            raise ValueError("max_stage_capacity must be >= initial_capacity")
         if not 0.0 < error_rate < 1.0 or not 0.0 < tightening < 1.0:
             raise ValueError("error_rate and tightening must be in (0, 1)")
         self.initial_capacity = int(initial_capacity)
@@ -179,11 +186,15 @@ class ScalableBloomFilter:
         self.growth = int(growth)
         self.tightening = float(tightening)
         self.max_capacity = int(max_capacity)
+        self.max_stage_capacity = None if max_stage_capacity is None else int(max_stage_capacity)
         self._count = 0
+        self._version_read = _VERSION
         self._stages: list[_Stage] = [self._new_stage(0, 0)]
 
     def _new_stage(self, index: int, capacity_before: int) -> _Stage:
         nominal = self.initial_capacity * self.growth**index
+        if self.max_stage_capacity is not None:
+            nominal = min(nominal, self.max_stage_capacity)
         capacity = max(1, min(nominal, self.max_capacity - capacity_before))
         rate = self.error_rate * (1.0 - self.tightening) * self.tightening**index
         return _Stage(capacity, rate)
@@ -206,7 +217,7 @@ class ScalableBloomFilter:
     @property
     def size_bytes(self) -> int:
         """Length of :meth:`to_bytes` (bit arrays plus a small header)."""
-        return (_HEADER.size + len(self._stages) * _STAGE_COUNT.size
+        return (_HEADER_V2.size + len(self._stages) * _STAGE_COUNT.size
                 + sum(len(stage.bits) for stage in self._stages))
 
     def false_positive_rate(self) -> float:
@@ -258,48 +269,121 @@ class ScalableBloomFilter:
     def __len__(self) -> int:
         return self._count
 
+    @property
+    def frozen_stages(self) -> int:
+        """Stages that never change again: every stage but the newest (adds go to the newest;
+        older stages are only read)."""
+        return len(self._stages) - 1
+
+    def _header(self, stage_count: int) -> bytes:
+        return _HEADER_V2.pack(_MAGIC, _VERSION, self.initial_capacity, self.error_rate,
+                               self.growth, self.tightening, self.max_capacity,
+                               self.max_stage_capacity or 0, stage_count)
+
     def to_bytes(self) -> bytes:
         """Serialize: a versioned header, then each stage's item count and bit array."""
-        out = [_HEADER.pack(_MAGIC, _VERSION, self.initial_capacity, self.error_rate,
-                            self.growth, self.tightening, self.max_capacity, len(self._stages))]
+        out = [self._header(len(self._stages))]
         for stage in self._stages:
             out.append(_STAGE_COUNT.pack(stage.count))
             out.append(bytes(stage.bits))
         return b"".join(out)
 
+    def stage_bytes(self, index: int) -> bytes:
+        """One stage on its own: its index, item count and bit array (see :meth:`to_parts`)."""
+        stage = self._stages[index]
+        return _STAGE_INDEX.pack(index) + _STAGE_COUNT.pack(stage.count) + bytes(stage.bits)
+
+    def to_parts(self) -> tuple[bytes, list[bytes]]:
+        """Serialize in two parts: ``(head, frozen)``.
+
+        ``head`` is the header and the newest stage, the only part an add changes; ``frozen``
+        holds each older stage (:meth:`stage_bytes`), which never change once written. A caller
+        that persists the filter after every change rewrites only ``head`` and appends the
+        frozen stages it has not written yet, so the cost per change is one stage (bounded by
+        ``max_stage_capacity``), not the whole filter.
+        """
+        head = self._header(len(self._stages)) + self.stage_bytes(len(self._stages) - 1)
+        return head, [self.stage_bytes(i) for i in range(self.frozen_stages)]
+
+    @classmethod
+    def from_parts(cls, head: bytes, frozen: list[bytes]) -> ScalableBloomFilter:
+        """Rebuild a filter from :meth:`to_parts` output (frozen stages in any order).
+
+        Raises:
+            ValueError: the parts are not a serialized filter, or stages are missing.
+        """
+        view = memoryview(head)
+        bloom, stage_count = cls._from_header(view)
+        stages = {}
+        for blob in [*frozen, bytes(view[_HEADER_V2.size:])]:
+            (index,) = _STAGE_INDEX.unpack_from(blob)
+            stages[index] = memoryview(blob)[_STAGE_INDEX.size:]
+        if sorted(stages) != list(range(stage_count)):
+            raise ValueError(f"serialized Bloom filter parts hold stages {sorted(stages)} of "
+                             f"{stage_count}")
+        bloom._load_stages([stages[i] for i in range(stage_count)])
+        return bloom
+
     @classmethod
     def from_bytes(cls, data: bytes) -> ScalableBloomFilter:
-        """Rebuild a filter from :meth:`to_bytes` output.
+        """Rebuild a filter from :meth:`to_bytes` output (this version's or version 1's).
 
         Raises:
             ValueError: ``data`` is not a serialized filter of a supported version.
         """
         view = memoryview(data)
+        bloom, stage_count = cls._from_header(view)
+        header = _HEADER_V2 if bloom._version_read == _VERSION else _HEADER
+        offset, blobs = header.size, []
+        capacity_before = 0
+        for index in range(stage_count):
+            size = _STAGE_COUNT.size + len(bloom._new_stage(index, capacity_before).bits)
+            capacity_before += bloom._new_stage(index, capacity_before).capacity
+            blobs.append(view[offset:offset + size])
+            offset += size
+        if offset != len(view):
+            raise ValueError("serialized Bloom filter has a bad length")
+        bloom._load_stages(blobs)
+        return bloom
+
+    @classmethod
+    def _from_header(cls, view: memoryview) -> tuple[ScalableBloomFilter, int]:
         if len(view) < _HEADER.size:
             raise ValueError("serialized Bloom filter is truncated")
-        (magic, version, initial_capacity, error_rate, growth, tightening, max_capacity,
-         stage_count) = _HEADER.unpack_from(view)
-        if magic != _MAGIC or version != _VERSION:
-            raise ValueError(f"not a serialized Bloom filter of version {_VERSION}")
-        bloom = cls(initial_capacity, error_rate, growth, tightening, max_capacity)
-        bloom._stages = []
-        offset, capacity_before = _HEADER.size, 0
-        for index in range(stage_count):
-            stage = bloom._new_stage(index, capacity_before)
-            end = offset + _STAGE_COUNT.size + len(stage.bits)
-            if end > len(view):
+        magic, version = view[:3].tobytes(), view[3]
+        if magic != _MAGIC or version not in (_VERSION_1, _VERSION):
+            raise ValueError(f"not a serialized Bloom filter of version {_VERSION_1} or "
+                             f"{_VERSION}")
+        if version == _VERSION_1:  # no stage cap: stages grow geometrically forever
+            (_, _, initial_capacity, error_rate, growth, tightening, max_capacity,
+             stage_count) = _HEADER.unpack_from(view)
+            stage_cap = 0
+        else:
+            if len(view) < _HEADER_V2.size:
                 raise ValueError("serialized Bloom filter is truncated")
-            (stage.count,) = _STAGE_COUNT.unpack_from(view, offset)
+            (_, _, initial_capacity, error_rate, growth, tightening, max_capacity, stage_cap,
+             stage_count) = _HEADER_V2.unpack_from(view)
+        bloom = cls(initial_capacity, error_rate, growth, tightening, max_capacity,
+                    stage_cap or None)
+        bloom._version_read = version
+        return bloom, stage_count
+
+    def _load_stages(self, blobs: list[memoryview]) -> None:
+        self._stages = []
+        capacity_before = 0
+        for index, blob in enumerate(blobs):
+            stage = self._new_stage(index, capacity_before)
+            if len(blob) != _STAGE_COUNT.size + len(stage.bits):
+                raise ValueError("serialized Bloom filter is truncated or has a bad length")
+            (stage.count,) = _STAGE_COUNT.unpack_from(blob)
             if stage.count > stage.capacity:
                 raise ValueError("serialized Bloom filter has a stage over its capacity")
-            stage.bits[:] = view[offset + _STAGE_COUNT.size : end]
-            bloom._stages.append(stage)
+            stage.bits[:] = blob[_STAGE_COUNT.size:]
+            self._stages.append(stage)
             capacity_before += stage.capacity
-            offset = end
-        if offset != len(view) or not bloom._stages:
-            raise ValueError("serialized Bloom filter has a bad length")
-        bloom._count = sum(stage.count for stage in bloom._stages)
-        return bloom
+        if not self._stages:
+            raise ValueError("serialized Bloom filter has no stage")
+        self._count = sum(stage.count for stage in self._stages)
 
 
 def _halves(fp: bytes) -> tuple[int, int]:

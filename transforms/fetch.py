@@ -21,13 +21,16 @@ import asyncio
 import contextlib
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
 from urllib.parse import urljoin
 
 import aiohttp
 
+from transforms.leases import FetchConfig as FetchConfig  # re-exported, as are the next
+from transforms.leases import Lease as Lease
+from transforms.leases import LeaseOutcome as LeaseOutcome
+from transforms.leases import RobotsResponse as RobotsResponse
 from transforms.links import is_html
 from transforms.records import (
     OUTCOME_ERROR,
@@ -52,74 +55,6 @@ _LOG = logging.getLogger(__name__)
 
 REDIRECT_STATUSES = frozenset({301, 302, 303, 307, 308})
 _DISCARD_LIMIT = 64 * 1024  # unstored bodies up to this size are drained to keep the connection
-
-
-@dataclass(frozen=True)
-class FetchConfig:
-    """Fetcher settings; hashable so one ``FetchService`` per distinct config serves a process."""
-
-    user_agent: str = "beam-crawler/0.1"
-    connect_timeout: float = 10.0
-    read_timeout: float = 20.0
-    total_timeout: float = 30.0
-    max_body_bytes: int = 10 * 1024 * 1024
-    max_robots_bytes: int = 500 * 1024
-    max_redirects: int = 5
-    min_request_window: float = 0.5
-    max_connections: int = 512
-    # SSRF guard: no connection to loopback, private, link-local, multicast or metadata
-    # addresses (checked on the URL, after DNS resolution and on every redirect hop).
-    allow_private_networks: bool = False
-
-
-@dataclass(frozen=True)
-class Lease:
-    """A batch of one host's requests, fetched in order with ``delay`` between request starts.
-
-    A robots lease (``robots_url`` set) fetches only the host's robots.txt.
-    """
-
-    lease_id: str
-    host: str
-    requests: tuple[CrawlRequest, ...]
-    start_at: float
-    delay: float
-    deadline: float
-    robots_url: str | None = None
-    user_agent: str | None = None  # the host's policy may set its own; None: the session's
-
-    @staticmethod
-    def new_id() -> str:
-        return uuid.uuid4().hex
-
-
-@dataclass(frozen=True)
-class RobotsResponse:
-    """The outcome of fetching robots.txt: status None means no response (see ``error``)."""
-
-    status: int | None
-    body: bytes | None
-    fetched_at: float
-    error: str = ""
-    content_encoding: str | None = None  # the body is as sent; the robots parser decodes it
-    truncated: bool = False  # the body was cut at ``max_robots_bytes`` on the wire
-
-
-@dataclass(frozen=True)
-class LeaseOutcome:
-    """What a finished lease did. ``unfinished`` requests were never started (deadline reached)."""
-
-    lease_id: str
-    results: tuple[FetchResult, ...]
-    unfinished: tuple[CrawlRequest, ...]
-    robots: RobotsResponse | None
-    request_starts: tuple[float, ...]
-    last_end: float | None
-    finished_at: float
-
-    @property
-    def last_start(self) -> float | None:
-        return self.request_starts[-1] if self.request_starts else None
 
 
 class LeaseExpired(Exception):

@@ -16,28 +16,32 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
 
 import aiohttp
 
 from transforms.content import ACCEPT_ENCODING
-from transforms.fetch import (
+from transforms.fetch import LeaseExpired, RequestGate, fetch_request, fetch_robots
+from transforms.ftp import fetch_ftp_request
+from transforms.leases import (
     FetchConfig,
     Lease,
-    LeaseExpired,
     LeaseOutcome,
-    RequestGate,
+    LeasePlan,
     RobotsResponse,
-    fetch_request,
-    fetch_robots,
+    UrlRecord,
+    plan_lease,
 )
-from transforms.ftp import fetch_ftp_request
 from transforms.records import OUTCOME_ERROR, CrawlRequest, FetchResult
 from transforms.retry import is_transient
 from transforms.ssrf import GuardedResolver, guarded_socket_factory
 
+_LOG = logging.getLogger(__name__)
+Verifier = Callable[[Sequence[str]], dict[str, UrlRecord]]
 Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
                    Awaitable[FetchResult]]
 PROTOCOL_FETCHERS: dict[str, Fetcher] = {
@@ -53,14 +57,32 @@ def _unsupported(request: CrawlRequest, host: str) -> FetchResult:
                        outcome=OUTCOME_ERROR)
 
 
-async def run_lease(session: aiohttp.ClientSession, lease: Lease,
-                    config: FetchConfig) -> LeaseOutcome:
+async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchConfig,
+                    verify: Verifier | None = None,
+                    executor: concurrent.futures.Executor | None = None) -> LeaseOutcome:
     """Runs one lease to completion, to its deadline, or to its first transient failure, and
-    reports what happened; requests not started come back as ``unfinished``."""
+    reports what happened; requests not started come back as ``unfinished``.
+
+    With ``verify`` (the frontier's reader of webtable rows), the lease first reads its URLs'
+    rows and fetches only what ``transforms.leases.plan_lease`` says: a URL already terminal
+    is not fetched again, a revisit is decided from its row. If the rows cannot be read, no
+    URL is fetched and all come back unfinished.
+    """
     gate = RequestGate(lease, config.min_request_window)
     results: list[FetchResult] = []
     robots: RobotsResponse | None = None
     pending = list(lease.requests)
+    plan: LeasePlan | None = None
+    records: dict[str, UrlRecord] = {}
+    if verify is not None and pending:
+        try:
+            records = await asyncio.get_running_loop().run_in_executor(
+                executor, verify, [r.url for r in pending])
+        except Exception as exc:  # the table is unreachable: try the URLs again later
+            return LeaseOutcome(lease.lease_id, (), tuple(pending), None, (), None, time.time(),
+                                verify_error=f"{type(exc).__name__}: {exc}"[:300])
+        plan = plan_lease(pending, records, time.time())
+        pending = list(plan.fetch)
     try:
         if lease.robots_url is not None:
             robots = await fetch_robots(session, lease.robots_url, gate, config)
@@ -80,16 +102,24 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease,
     except LeaseExpired:
         pass
     return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
-                        tuple(gate.starts), gate.last_end, time.time())
+                        tuple(gate.starts), gate.last_end, time.time(),
+                        skipped=plan.skipped if plan else (), fresh=plan.fresh if plan else (),
+                        records=tuple(records.items()))
 
 
 class FetchService:
-    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns."""
+    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns, and
+    a few threads for the blocking table reads the frontier runs off the runner's thread (the
+    rows a lease checks, a key's rebuild and refill pages)."""
+
+    IO_THREADS = 4
 
     def __init__(self, config: FetchConfig) -> None:
         self.config = config
         self._loop = asyncio.new_event_loop()
-        self._futures: dict[str, concurrent.futures.Future[LeaseOutcome]] = {}
+        self._io = concurrent.futures.ThreadPoolExecutor(self.IO_THREADS,
+                                                         thread_name_prefix="crawler-io")
+        self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
                                         daemon=True)
@@ -109,26 +139,38 @@ class FetchService:
                      "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
                      "Accept-Encoding": ACCEPT_ENCODING})
 
-    def submit(self, lease: Lease) -> None:
-        """Starts a lease; returns at once."""
-        future = asyncio.run_coroutine_threadsafe(run_lease(self._session, lease, self.config),
-                                                  self._loop)
+    def submit(self, lease: Lease, verify: Verifier | None = None) -> None:
+        """Starts a lease; returns at once. ``verify`` reads the URLs' rows first."""
+        future = asyncio.run_coroutine_threadsafe(
+            run_lease(self._session, lease, self.config, verify, self._io), self._loop)
         with self._lock:
             self._futures[lease.lease_id] = future
 
-    def poll(self, lease_id: str) -> tuple[str, LeaseOutcome | None]:
-        """Returns ("done", outcome) once, ("running", None), or ("unknown", None).
+    def run(self, job_id: str, read: Callable[[], Any]) -> None:
+        """Starts a blocking read (a rebuild or refill page) on the service's threads."""
+        future = self._io.submit(read)
+        with self._lock:
+            self._futures[job_id] = future
 
-        "unknown" means this process never ran the lease (e.g. the key moved to another worker).
+    def poll(self, job_id: str) -> tuple[str, Any]:
+        """Returns ("done", result) once, ("running", None), or ("unknown", None).
+
+        "unknown" means this process never ran the job (e.g. the key moved to another worker).
+        A read that raised is reported "unknown" too (and logged), so the frontier asks again.
         """
         with self._lock:
-            future = self._futures.get(lease_id)
+            future = self._futures.get(job_id)
             if future is None:
                 return "unknown", None
             if not future.done():
                 return "running", None
-            del self._futures[lease_id]
-        return "done", future.result()
+            del self._futures[job_id]
+        try:
+            return "done", future.result()
+        except Exception as exc:
+            _LOG.warning("frontier read failed; it is asked again", exc_info=exc,
+                         extra={"job": job_id})
+            return "unknown", None
 
     @property
     def in_flight(self) -> int:

@@ -1,156 +1,212 @@
-"""``HostFrontier``: per-host politeness, robots.txt, dedup and queueing, with leases that fetch.
+"""``HostFrontier``: per-host politeness, robots.txt, dedup and queueing, with leases that fetch;
+its durable memory is the webtable and the frontier index, its state a bounded cache of them.
 
-One key per host (the politeness key, ``transforms.urls.politeness_key``). The stateful DoFn owns
-everything about its host and is the only one that ever contacts it, so the politeness invariant
-needs no coordination:
+One key per host (the politeness key, ``transforms.urls.politeness_key``, or ``host#shard``).
+The stateful DoFn owns everything about its key and is the only one that ever contacts the
+host, so the politeness invariant needs no coordination:
 
     at most one request to a host is open at any time, and request starts to a host are at least
     ``delay = max(--min-delay, robots Crawl-delay)`` apart.
 
-Why the fetch runs inside the frontier's lease. The design in DESIGN.md releases a lease (k URLs)
-to a separate fetch stage. On the DirectRunner every transform runs on one thread, and a Beam graph
-is acyclic, so a separate fetch stage either blocks that thread for the whole lease or has to send
-"lease done" and robots.txt results back to the frontier through Pub/Sub (a second of latency per
-lease and per new host). Here the frontier hands the lease to ``FetchService`` (an asyncio loop in
-a background thread, many hosts in flight) and collects the outcome from its own REAL_TIME timer.
-One timer firing per lease both harvests the finished lease and releases the next, robots.txt rules
-land directly in state, and page bodies never enter state (they go from the fetcher to the output).
+Why the fetch runs inside the frontier's lease: a Beam graph is acyclic and the DirectRunner
+runs every transform on one thread, so a separate fetch stage would either block that thread
+for a whole lease or send "lease done" and robots.txt results back through Pub/Sub. The lease
+goes to ``FetchService`` (an asyncio loop in a background thread, many hosts in flight) and
+its outcome is collected by the key's own REAL_TIME timer. Reads of the tables (a lease's check
+of its URLs' rows, a rebuild, a refill) run on the same service's threads, never on the
+runner's.
 
-Timeline of one host (delay d, lease size k = lease_seconds / d):
+Timeline of one key (delay d, lease size k = lease_seconds / d):
 
-    t0        URLs arrive (a Pub/Sub message carries many)  -> dedup, queue, timer at t0
-    t0        timer: no robots yet -> robots lease submitted    timer at t0 + 0.05 (poll)
-    t0+0.05   timer: robots outcome -> rules, delay d           next lease allowed at t0 + d
-    t0+d      timer: lease of k URLs submitted, starts d apart  timer at t0 + d + (k-1)d + 0.05
-    t0+kd     timer: outcome -> k results emitted, stats row    next lease at last start + d
-    ...       queue empty -> no timer; the host is idle until new URLs arrive
+    t0       URLs arrive, state empty  -> rebuild read submitted, URLs wait   timer t0 + 0.02
+    t0+.02   timer: rows, index, robots verdict read back -> phase ready, URLs admitted:
+             index entries and ``queued`` rows written at the end of the bundle, before the
+             state commits and before the messages are acknowledged
+    t0+.02   no robots verdict -> robots lease                               timer + 0.05
+    t0+.07   timer: robots rules (saved in the hosts table) -> lease of k URLs from the head,
+             which first checks their rows (a URL already terminal is not fetched again)
+    t0+kd    timer: outcome -> results out (their index entries are deleted by the row sink
+             once their rows are durable), recrawl entries in, next lease at last end + d
+    ...      head below a quarter -> the next index page is read; the index empty and nothing
+             scheduled -> no timer; the key is idle until new URLs arrive
 
-State is bounded: the queue holds at most ``queue_capacity`` requests (overflow is recorded per URL
-with outcome ``queue_overflow``); ``seen`` is a scalable Bloom filter capped at ``max_seen`` URLs
-(``transforms.bloom`` documents its size and false-positive rate); robots.txt text is capped at
-500 KiB. A lease whose outcome never comes (the key moved to another worker) is given up after its
-deadline and its URLs go back to the queue.
+State per key (``transforms.frontier_state`` has the cells and their versioned formats) is
+bounded: a head of ``--frontier_head_size`` URLs, arrivals and inbox until the next timer, the
+seen filter in capped stages, robots.txt at 500 KiB. Per element the DoFn writes the small
+``host`` cell, appends arrivals and rewrites at most one seen-filter stage; the head is
+rewritten once per timer firing, whatever the host's backlog. The seen filter of a key is
+kept parsed in a process-wide cache (checked against a version in the ``host`` cell), so an
+element does not read it from state either.
+
+Outputs: fetch results (main), frontier decisions (``outcomes``), host counters (``stats``),
+requests for other keys (``discovered``: sitemaps named elsewhere) and ``acks``: the Pub/Sub
+acknowledgements whose URLs are now recorded (emitted after the bundle's table writes).
 """
 
 from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.coders import BytesCoder, PickleCoder
+from apache_beam.coders import BytesCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import (
+    BagStateSpec,
     ReadModifyWriteStateSpec,
     TimerSpec,
     on_timer,
 )
+from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms import schedule
-from transforms.bloom import ScalableBloomFilter
 from transforms.fetch_service import shared_fetch_service
-from transforms.hostcore import FrontierConfig, HostCore, HostState
-from transforms.records import CrawlRequest
+from transforms.frontier_cells import FrontierCells
+from transforms.frontier_context import Effects, FrontierConfig, IoRequest
+from transforms.frontier_state import JOB_REBUILD
+from transforms.frontier_store import FrontierStore, StoreBatch, StoreSpec
+from transforms.hostcore import HostCore
+from transforms.records import AckToken, FrontierWork
 
 METRICS_NAMESPACE = "crawler"
 OUTCOMES_TAG = "outcomes"
 STATS_TAG = "stats"
 DISCOVERED_TAG = "discovered"
+ACKS_TAG = "acks"
+
+
+def _work(value: Any) -> FrontierWork:
+    if isinstance(value, FrontierWork):
+        return value
+    return FrontierWork(tuple(value))  # a plain tuple of requests (tests, older producers)
 
 
 class _HostFrontierFn(beam.DoFn):
-    """Keyed by host. Input: (host, requests). Outputs: FetchResult (main), UrlOutcome, HostStats,
-    and CrawlRequests for other hosts (sitemaps that a robots.txt names elsewhere).
+    """Keyed by frontier key. Input: (key, FrontierWork). Outputs: see the module docstring.
 
-    A thin shell: state and timer in, ``HostCore`` decides, outputs and metrics out.
-    Invariant: at most one lease per host is out, and a lease starts no earlier than the previous
-    lease's last request end plus the host's delay.
+    A thin shell: state cells and timer in, ``HostCore`` decides, effects out.
+    Invariant: at most one lease per key is out, and a lease starts no earlier than the previous
+    lease's last request end plus the key's delay.
     """
 
-    HOST_STATE = ReadModifyWriteStateSpec("host", PickleCoder())
-    QUEUE_STATE = ReadModifyWriteStateSpec("queue", PickleCoder())
+    HOST_STATE = ReadModifyWriteStateSpec("host", BytesCoder())
+    ROBOTS_STATE = ReadModifyWriteStateSpec("robots", BytesCoder())
+    HEAD_STATE = ReadModifyWriteStateSpec("head", BytesCoder())
+    ARRIVALS_STATE = BagStateSpec("arrivals", BytesCoder())
+    INBOX_STATE = BagStateSpec("inbox", BytesCoder())
     SEEN_STATE = ReadModifyWriteStateSpec("seen", BytesCoder())
-    BOOK_STATE = ReadModifyWriteStateSpec("recrawl", PickleCoder())
+    SEEN_FROZEN_STATE = BagStateSpec("seen_frozen", BytesCoder())
     LEASE_TIMER = TimerSpec("lease", TimeDomain.REAL_TIME)
 
-    def __init__(self, config: FrontierConfig) -> None:
+    def __init__(self, config: FrontierConfig, store: StoreSpec) -> None:
         self._config = config
+        self._store_spec = store
 
     def setup(self) -> None:
         self._service = shared_fetch_service(self._config.fetch)
+        self._store: FrontierStore = self._store_spec.open()
         self._metrics: dict[str, Any] = {}
         self._lease_size = Metrics.distribution(METRICS_NAMESPACE, "lease_size")
+        self._state_bytes = Metrics.distribution(METRICS_NAMESPACE, "state_bytes_per_step")
 
-    def _core(self, host: str, host_state, queue_state, book_state, seen_state) -> HostCore:
-        cfg = self._config
+    def teardown(self) -> None:
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
 
-        def load_seen() -> ScalableBloomFilter | None:
-            raw = seen_state.read()
-            return ScalableBloomFilter.from_bytes(raw) if raw else None
+    def start_bundle(self) -> None:
+        self._writes = StoreBatch()
+        self._tokens: list[AckToken] = []
 
-        return HostCore(cfg, host_state.read() or HostState(host),
-                        queue_state.read() or schedule.FrontierQueue(cfg.queue_capacity), None,
-                        book_loader=book_state.read, seen_loader=load_seen)
+    def finish_bundle(self) -> Iterator[Any]:
+        """Writes the bundle's decisions, then releases the acknowledgements that waited for
+        them (the runner commits the state after this returns)."""
+        if self._writes:
+            self._store.write(self._writes)
+        self._writes = StoreBatch()
+        tokens, self._tokens = self._tokens, []
+        now = Timestamp.now()
+        for token in tokens:
+            yield beam.pvalue.TaggedOutput(ACKS_TAG,
+                                           WindowedValue(token, now, (GlobalWindow(),)))
 
-    def process(self, element: tuple[str, tuple[CrawlRequest, ...]],
+    # -- the two entry points ----------------------------------------------------------------
+
+    def process(self, element: tuple[str, Any],
                 host_state=beam.DoFn.StateParam(HOST_STATE),
-                queue_state=beam.DoFn.StateParam(QUEUE_STATE),
+                robots_state=beam.DoFn.StateParam(ROBOTS_STATE),
+                head_state=beam.DoFn.StateParam(HEAD_STATE),
+                arrivals_state=beam.DoFn.StateParam(ARRIVALS_STATE),
+                inbox_state=beam.DoFn.StateParam(INBOX_STATE),
                 seen_state=beam.DoFn.StateParam(SEEN_STATE),
-                book_state=beam.DoFn.StateParam(BOOK_STATE),
+                seen_frozen_state=beam.DoFn.StateParam(SEEN_FROZEN_STATE),
                 timer=beam.DoFn.TimerParam(LEASE_TIMER)) -> Iterator[Any]:
-        host, requests = element
+        key, value = element
+        work = _work(value)
         now = time.time()
-        core = self._core(host, host_state, queue_state, book_state, seen_state)
-        outcomes, wake_at = core.accept(requests, now)
-        if wake_at is not None:
-            timer.set(Timestamp(wake_at))
-            core.state.timer_at = wake_at
-        if core.seen_changed:
-            seen_state.write(core.seen.to_bytes())
-        if core.book_changed:
-            book_state.write(core.book)
-        queue_state.write(core.queue)
-        host_state.write(core.state)
-        self._flush_metrics(core.counters)
-        for outcome in outcomes:
-            yield beam.pvalue.TaggedOutput(OUTCOMES_TAG, outcome)
-        yield beam.pvalue.TaggedOutput(STATS_TAG, core.stats(now))
+        cells = FrontierCells(host_state, robots_state, head_state, arrivals_state, inbox_state,
+                              seen_state, seen_frozen_state)
+        core = cells.core(self._config, key)
+        effects = core.on_element(work.requests, work.tokens, now)
+        yield from self._carry_out(key, core, effects, cells, timer, now)
 
     @on_timer(LEASE_TIMER)
     def on_lease_timer(self, key=beam.DoFn.KeyParam,
                        host_state=beam.DoFn.StateParam(HOST_STATE),
-                       queue_state=beam.DoFn.StateParam(QUEUE_STATE),
-                       book_state=beam.DoFn.StateParam(BOOK_STATE),
+                       robots_state=beam.DoFn.StateParam(ROBOTS_STATE),
+                       head_state=beam.DoFn.StateParam(HEAD_STATE),
+                       arrivals_state=beam.DoFn.StateParam(ARRIVALS_STATE),
+                       inbox_state=beam.DoFn.StateParam(INBOX_STATE),
                        seen_state=beam.DoFn.StateParam(SEEN_STATE),
+                       seen_frozen_state=beam.DoFn.StateParam(SEEN_FROZEN_STATE),
                        timer=beam.DoFn.TimerParam(LEASE_TIMER)) -> Iterator[Any]:
         now = time.time()
-        # The seen filter is read only if the timer needs it: sitemaps a fresh robots.txt names
-        # are remembered in it, so that a later link to them is not fetched again.
-        core = self._core(key, host_state, queue_state, book_state, seen_state)
-        decision = core.on_timer(self._service.poll, now)
-        if decision.lease is not None:
-            self._service.submit(decision.lease)
-            self._lease_size.update(len(decision.lease.requests))
-        if decision.wake_at is not None:
-            timer.set(Timestamp(decision.wake_at))
-        if core.seen_changed:
-            seen_state.write(core.seen.to_bytes())
-        if core.book_changed:
-            book_state.write(core.book)
-        queue_state.write(core.queue)
-        host_state.write(core.state)
-        self._flush_metrics(core.counters)
-        yield from decision.results
-        for outcome in decision.outcomes:
+        cells = FrontierCells(host_state, robots_state, head_state, arrivals_state, inbox_state,
+                              seen_state, seen_frozen_state)
+        core = cells.core(self._config, key)
+        if core.new_state:  # a timer of a key whose state was dropped: nothing to collect
+            return
+        effects = core.on_timer(self._service.poll, now)
+        yield from self._carry_out(key, core, effects, cells, timer, now)
+
+    # -- the shell ---------------------------------------------------------------------------
+
+    def _carry_out(self, key: str, core: HostCore, fx: Effects, cells: FrontierCells, timer,
+                   now: float) -> Iterator[Any]:
+        hs = core.state
+        if fx.lease is not None:
+            self._service.submit(fx.lease, verify=self._store.url_records)
+            self._lease_size.update(len(fx.lease.requests))
+        if fx.io is not None:
+            self._service.run(fx.io.job_id, self._reader(key, fx.io))
+        if fx.wakes and hs.timer_at is not None:
+            timer.set(Timestamp(hs.timer_at))
+        self._state_bytes.update(cells.write(key, core, fx))
+        self._writes.extend(fx.writes)
+        self._tokens.extend(fx.tokens)
+        self._flush_metrics(core.ctx.counters)
+        yield from fx.results
+        for outcome in fx.outcomes:
             yield beam.pvalue.TaggedOutput(OUTCOMES_TAG, outcome)
-        for request in decision.discovered:
+        for request in fx.discovered:
             yield beam.pvalue.TaggedOutput(DISCOVERED_TAG, request)
-        if decision.changed:
+        if fx.changed:
             yield beam.pvalue.TaggedOutput(STATS_TAG, core.stats(now))
+
+    def _reader(self, key: str, io: IoRequest) -> Callable[[], Any]:
+        """The blocking read an ``IoRequest`` asks for, to run on the service's threads."""
+        store, cfg = self._store, self._config
+        if io.kind == JOB_REBUILD:
+            return lambda: store.rebuild_page(key, io.after, cfg.rebuild_page, io.first,
+                                              cfg.head_size, time.time())
+        scan_limit = cfg.refill_size + cfg.head_size + cfg.max_lease_urls
+        incarnation = io.incarnation
+        return lambda: store.index_page(key, cfg.refill_size, io.skip, time.time(), scan_limit,
+                                        incarnation)
 
     def _flush_metrics(self, counters: Counter[str]) -> None:
         for name, n in counters.items():
@@ -161,24 +217,28 @@ class _HostFrontierFn(beam.DoFn):
 
 class FrontierOutputs(NamedTuple):
     fetched: beam.PCollection  # FetchResult
-    outcomes: beam.PCollection  # UrlOutcome (queued, robots_blocked, overflow, errors)
+    outcomes: beam.PCollection  # UrlOutcome (queued, robots_blocked, filtered, errors, ...)
     stats: beam.PCollection  # HostStats
-    discovered: beam.PCollection  # CrawlRequest for other hosts (sitemaps named in robots.txt)
+    discovered: beam.PCollection  # CrawlRequest for other keys (sitemaps named in robots.txt)
+    acks: beam.PCollection  # AckToken: messages whose URLs are recorded
 
 
 class HostFrontier(beam.PTransform):
-    """Schedules and fetches each host's URLs politely. Input: (host, tuple[CrawlRequest])."""
+    """Schedules and fetches each key's URLs politely. Input: (key, FrontierWork) (or a tuple
+    of requests). ``store`` says where the webtable, the index and the hosts table are."""
 
-    def __init__(self, config: FrontierConfig) -> None:
+    def __init__(self, config: FrontierConfig, store: StoreSpec) -> None:
         super().__init__()
         self._config = config
+        self._store = store
 
     def expand(self, keyed_requests: beam.PCollection) -> FrontierOutputs:
         outputs = keyed_requests | "ScheduleAndFetch" >> beam.ParDo(
-            _HostFrontierFn(self._config)).with_outputs(OUTCOMES_TAG, STATS_TAG, DISCOVERED_TAG,
-                                                        main="fetched")
+            _HostFrontierFn(self._config, self._store)).with_outputs(
+                OUTCOMES_TAG, STATS_TAG, DISCOVERED_TAG, ACKS_TAG, main="fetched")
         return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG],
-                               outputs[DISCOVERED_TAG])
+                               outputs[DISCOVERED_TAG], outputs[ACKS_TAG])
 
 
-__all__ = ["FrontierOutputs", "HostFrontier"]
+__all__ = ["FrontierOutputs", "FrontierWork", "HostFrontier"]
+

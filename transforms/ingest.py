@@ -17,14 +17,19 @@ import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 
+from transforms.frontier import FrontierWork
 from transforms.messages import BadMessage, decode_requests, is_heartbeat
 from transforms.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
-from transforms.records import CrawlRequest, DeadLetter
+from transforms.records import AckToken, CrawlRequest, DeadLetter
 from transforms.sharding import shard_key
 from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
 METRICS_NAMESPACE = "crawler"
 DEAD_LETTER_TAG = "dead_letter"
+ACKS_TAG = "acks"
+# Set by a source that leaves acknowledgement to the pipeline (``pipeline.local_pubsub`` on the
+# DirectRunner): the message's ack id.
+ACK_ID_ATTRIBUTE = "crawler-ack-id"
 
 
 def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
@@ -44,8 +49,15 @@ def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
 
 
 class _DecodeAndKeyFn(beam.DoFn):
-    """Decodes one message, canonicalizes its URLs and emits one (key, requests) per frontier
-    key: the host, or ``host#shard`` for a host the policy shards (``transforms.sharding``)."""
+    """Decodes one message, canonicalizes its URLs and emits one (key, FrontierWork) per
+    frontier key: the host, or ``host#shard`` for a host the policy shards
+    (``transforms.sharding``).
+
+    A message read by a source that leaves acknowledgement to the pipeline carries its ack id
+    (``ACK_ID_ATTRIBUTE``); each part of the message (one per key, and one for its dead
+    letters) then carries an ``AckToken``, and the message is acknowledged once every part is
+    recorded. A message with nothing to record (a heartbeat) is acknowledged at once.
+    """
 
     def __init__(self, policy: Policy) -> None:
         self._policy = policy
@@ -58,44 +70,58 @@ class _DecodeAndKeyFn(beam.DoFn):
         self._heartbeats = Metrics.counter(METRICS_NAMESPACE, "heartbeats")
 
     def process(self, message: PubsubMessage) -> Iterator[Any]:
-        if is_heartbeat(message.attributes):
+        attributes = message.attributes or {}
+        ack_id = attributes.get(ACK_ID_ATTRIBUTE)
+        if is_heartbeat(attributes):
             self._heartbeats.inc()
+            if ack_id:
+                yield beam.pvalue.TaggedOutput(ACKS_TAG, AckToken(ack_id, 0, 1))
             return
         self._messages.inc()
         now = time.time()
         try:
-            requests = decode_requests(message.data, message.attributes or {})
+            requests = decode_requests(message.data, attributes)
         except BadMessage as exc:
             self._bad_messages.inc()
-            yield beam.pvalue.TaggedOutput(
-                DEAD_LETTER_TAG, DeadLetter("decode", str(exc), bytes(message.data or b""), now))
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter(
+                "decode", str(exc), bytes(message.data or b""), now,
+                (AckToken(ack_id, 0, 1),) if ack_id else ()))
             return
         by_host: dict[str, list[CrawlRequest]] = defaultdict(list)
+        letters: list[DeadLetter] = []
         for request in requests:
             self._urls.inc()
             try:
                 url, key = canonical_for_host(request.url, self._policy)
             except InvalidUrl as exc:
                 self._invalid.inc()
-                yield beam.pvalue.TaggedOutput(
-                    DEAD_LETTER_TAG,
-                    DeadLetter("canonicalize", f"{exc.reason}: {exc}",
-                               request.url.encode("utf-8", "replace"), now))
+                letters.append(DeadLetter("canonicalize", f"{exc.reason}: {exc}",
+                                          request.url.encode("utf-8", "replace"), now))
                 continue
             if url != request.url:
                 request = dataclasses.replace(request, url=url)
             by_host[shard_key(key, url, self._policy.for_host(key).shards)].append(request)
-        for host, host_requests in by_host.items():
-            yield host, tuple(host_requests)
+        parts = len(by_host) + (1 if letters else 0)
+        for part, (host, host_requests) in enumerate(by_host.items()):
+            tokens = (AckToken(ack_id, part, parts),) if ack_id else ()
+            yield host, FrontierWork(tuple(host_requests), tokens)
+        for i, letter in enumerate(letters):
+            if ack_id and i == len(letters) - 1:  # the last row of the part carries its token
+                letter = dataclasses.replace(letter, tokens=(AckToken(ack_id, parts - 1,
+                                                                      parts),))
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, letter)
+        if not parts and ack_id:  # an empty message: nothing to wait for
+            yield beam.pvalue.TaggedOutput(ACKS_TAG, AckToken(ack_id, 0, 1))
 
 
 class IngestOutputs(NamedTuple):
-    requests: beam.PCollection  # (host, tuple[CrawlRequest])
+    requests: beam.PCollection  # (key, FrontierWork)
     dead_letters: beam.PCollection  # DeadLetter
+    acks: beam.PCollection  # AckToken of messages with nothing to record
 
 
 class ReadCrawlRequests(beam.PTransform):
-    """Pub/Sub messages -> (politeness key, canonical requests), plus dead letters.
+    """Pub/Sub messages -> (frontier key, canonical requests), plus dead letters.
 
     URLs are canonicalized with their host's policy (session and tracking parameters removed,
     query optionally sorted); http, https and ftp are accepted here, and the host policy's
@@ -110,5 +136,5 @@ class ReadCrawlRequests(beam.PTransform):
         # The output type hint gives the keyed state downstream a deterministic key coder (UTF-8).
         outputs = messages | "DecodeCanonicalizeKey" >> beam.ParDo(
             _DecodeAndKeyFn(self._policy)).with_output_types(tuple[str, Any]).with_outputs(
-                DEAD_LETTER_TAG, main="requests")
-        return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG])
+                DEAD_LETTER_TAG, ACKS_TAG, main="requests")
+        return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG], outputs[ACKS_TAG])

@@ -7,8 +7,9 @@ group by host), as JSON::
                            "from": null}, ...]}
 
 Optional item fields: ``attempt``, ``kind`` (``sitemap`` or ``sitemap_child`` for sitemap
-fetches; absent for pages), ``via`` (the robots.txt that named a sitemap) and ``lastmod`` (a
-sitemap's lastmod of the URL, seconds since the epoch).
+fetches; absent for pages), ``via`` (the robots.txt that named a sitemap), ``lastmod`` (a
+sitemap's lastmod of the URL, seconds since the epoch) and ``revisit`` (internal: why the
+frontier visits a known URL again; the frontier index stores requests in this format too).
 
 with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
 client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
@@ -20,7 +21,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from transforms.records import KIND_PAGE, SITEMAP_KINDS, CrawlRequest
+from transforms.records import KIND_PAGE, REVISITS, SITEMAP_KINDS, CrawlRequest
 
 MESSAGE_VERSION = 1
 KIND_ATTRIBUTE = "kind"
@@ -33,22 +34,61 @@ class BadMessage(ValueError):
     """A message that cannot be read as crawl requests."""
 
 
+def request_to_item(r: CrawlRequest) -> dict[str, object]:
+    """One request as a JSON object: the message format's item (defaults left out)."""
+    item: dict[str, object] = {"url": r.url, "depth": r.depth, "priority": r.priority}
+    if r.discovered_from is not None:
+        item["from"] = r.discovered_from
+    if r.attempt:
+        item["attempt"] = r.attempt
+    if r.kind != KIND_PAGE:
+        item["kind"] = r.kind
+    if r.via is not None:
+        item["via"] = r.via
+    if r.lastmod is not None:
+        item["lastmod"] = r.lastmod
+    if r.revisit:
+        item["revisit"] = r.revisit
+    return item
+
+
+def request_from_item(item: Mapping[str, object]) -> CrawlRequest:
+    """The inverse of :func:`request_to_item`.
+
+    Raises:
+        BadMessage: a field has the wrong type or value.
+    """
+    url = item.get("url")
+    if not isinstance(url, str):
+        raise BadMessage('a request needs a "url" string')
+    kind = item.get("kind", KIND_PAGE)
+    if kind != KIND_PAGE and kind not in SITEMAP_KINDS:
+        raise BadMessage(f"unknown kind {kind!r}")
+    revisit = item.get("revisit", "")
+    if revisit and revisit not in REVISITS:
+        raise BadMessage(f"unknown revisit {revisit!r}")
+    lastmod, source, via = item.get("lastmod"), item.get("from"), item.get("via")
+    try:
+        return CrawlRequest(url=url, depth=_integer(item.get("depth", 0)),
+                            priority=_integer(item.get("priority", 0)),
+                            discovered_from=None if source is None else str(source),
+                            attempt=_integer(item.get("attempt", 0)),
+                            kind=str(kind), via=None if via is None else str(via),
+                            lastmod=None if lastmod is None else float(str(lastmod)),
+                            revisit=str(revisit))
+    except (TypeError, ValueError) as exc:
+        raise BadMessage(str(exc)) from exc
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not an integer: {value!r}")
+    return int(value)
+
+
 def encode_requests(requests: Iterable[CrawlRequest]) -> bytes:
     """Encodes requests as one message body (the caller keeps them to one host and <= 1000)."""
-    items = []
-    for r in requests:
-        item: dict[str, object] = {"url": r.url, "depth": r.depth, "priority": r.priority}
-        if r.discovered_from is not None:
-            item["from"] = r.discovered_from
-        if r.attempt:
-            item["attempt"] = r.attempt
-        if r.kind != KIND_PAGE:
-            item["kind"] = r.kind
-        if r.via is not None:
-            item["via"] = r.via
-        if r.lastmod is not None:
-            item["lastmod"] = r.lastmod
-        items.append(item)
+    items = [request_to_item(r) for r in requests]
     return json.dumps({"v": MESSAGE_VERSION, "requests": items}, separators=(",", ":")).encode()
 
 
@@ -94,18 +134,9 @@ def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) ->
     for i, item in enumerate(items):
         if not isinstance(item, dict) or not isinstance(item.get("url"), str):
             raise BadMessage(f'requests[{i}] needs a "url" string')
-        kind = item.get("kind", KIND_PAGE)
-        if kind != KIND_PAGE and kind not in SITEMAP_KINDS:
-            raise BadMessage(f"requests[{i}]: unknown kind {kind!r}")
-        lastmod = item.get("lastmod")
         try:
-            out.append(CrawlRequest(url=item["url"], depth=int(item.get("depth", 0)),
-                                    priority=int(item.get("priority", 0)),
-                                    discovered_from=item.get("from"),
-                                    attempt=int(item.get("attempt", 0)), kind=kind,
-                                    via=item.get("via"),
-                                    lastmod=None if lastmod is None else float(lastmod)))
-        except (TypeError, ValueError) as exc:
+            out.append(request_from_item(item))
+        except BadMessage as exc:
             raise BadMessage(f"requests[{i}]: {exc}") from exc
     return out
 

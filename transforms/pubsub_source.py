@@ -104,16 +104,24 @@ class AckLeases:
         with self._lock:
             return len(self._pending)
 
-    def hold(self, ack_ids: Iterable[str]) -> None:
-        """Starts keeping ``ack_ids`` leased; starts the extender thread on first use."""
+    def hold(self, ack_ids: Iterable[str], set_deadline: bool = False) -> None:
+        """Starts keeping ``ack_ids`` leased; starts the extender thread on first use.
+
+        With ``set_deadline`` their deadline is set to this keeper's at once (rather than at
+        the next extension), so messages of a process that dies are delivered again that soon
+        after, whatever the subscription's own ack deadline.
+        """
         now = self._clock()
+        ids = list(ack_ids)
         with self._lock:
-            for ack_id in ack_ids:
+            for ack_id in ids:
                 self._pending.setdefault(ack_id, now)
             if self._thread is None or not self._thread.is_alive():
                 self._thread = threading.Thread(target=self._run, name="pubsub-ack-leases",
                                                 daemon=True)
                 self._thread.start()
+        if set_deadline:
+            self._modify(ids)
 
     def ack(self, ack_ids: Sequence[str]) -> int:
         """Acknowledges ``ack_ids``; returns how many were acknowledged. Errors are counted and
@@ -148,7 +156,12 @@ class AckLeases:
             self.expired.inc(len(stale))
             _LOG.warning("gave up the lease of %d messages on %s after %.0f s; Pub/Sub will "
                          "redeliver them", len(stale), self._subscription, self._max_lease)
-        for chunk in _chunks(live):
+        self._modify(live)
+        self.extended.inc(len(live))
+        return len(live)
+
+    def _modify(self, ack_ids: Sequence[str]) -> None:
+        for chunk in _chunks(ack_ids):
             try:
                 self._subscriber.modify_ack_deadline(request={
                     "subscription": self._subscription, "ack_ids": chunk,
@@ -156,8 +169,6 @@ class AckLeases:
             except Exception as exc:
                 _LOG.warning("extending %d leases on %s failed: %s", len(chunk),
                              self._subscription, exc)
-        self.extended.inc(len(live))
-        return len(live)
 
     def close(self) -> None:
         self._stop.set()

@@ -8,21 +8,23 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from typing import NamedTuple
 
-# Outcomes recorded in the webtable's ``f:outcome`` cell. Every accepted URL ends in one of the
-# terminal outcomes; ``queued`` is the only non-terminal one.
-OUTCOME_QUEUED = "queued"
-OUTCOME_FETCHED = "fetched"  # 2xx HTML, stored in WARC
-OUTCOME_NOT_STORED = "not_stored"  # a response whose body is not stored (non-HTML, non-2xx)
-OUTCOME_REDIRECT = "redirect"  # 3xx whose target went back through the frontier
-OUTCOME_ERROR = "error"  # no usable response after the allowed attempts
-OUTCOME_ROBOTS_BLOCKED = "robots_blocked"
-OUTCOME_QUEUE_OVERFLOW = "queue_overflow"
-OUTCOME_FILTERED = "filtered"  # a policy filter or trap rule refused it (reason in f:detail)
-OUTCOME_BUDGET = "budget_exceeded"  # the host's page budget is spent
-OUTCOME_NOT_MODIFIED = "not_modified"  # a conditional GET answered 304
-OUTCOME_FRESH = "fresh"  # submitted again before its next-fetch time
-OUTCOME_RETRY = "retry_scheduled"  # non-terminal: a transient failure, fetched again later
+from transforms import status
+
+# Statuses recorded in the webtable's ``f:outcome`` cell; ``transforms.status`` has the machine.
+OUTCOME_QUEUED = status.QUEUED
+OUTCOME_FETCHED = status.FETCHED
+OUTCOME_NOT_STORED = status.NOT_STORED
+OUTCOME_REDIRECT = status.REDIRECT
+OUTCOME_ERROR = status.ERROR
+OUTCOME_ROBOTS_BLOCKED = status.ROBOTS_BLOCKED
+OUTCOME_FILTERED = status.FILTERED
+OUTCOME_BUDGET = status.BUDGET_EXCEEDED
+OUTCOME_NOT_MODIFIED = status.NOT_MODIFIED
+OUTCOME_FRESH = status.FRESH
+OUTCOME_RETRY = status.RETRY_SCHEDULED
+TERMINAL_OUTCOMES = status.TERMINAL
 
 # What a request fetches: a page, a sitemap named by robots.txt or found at /sitemap.xml, or a
 # sitemap listed by a sitemap index (which must not list further indexes).
@@ -30,11 +32,13 @@ KIND_PAGE = "page"
 KIND_SITEMAP = "sitemap"
 KIND_SITEMAP_CHILD = "sitemap_child"
 SITEMAP_KINDS = frozenset({KIND_SITEMAP, KIND_SITEMAP_CHILD})
-TERMINAL_OUTCOMES = frozenset({
-    OUTCOME_FETCHED, OUTCOME_NOT_STORED, OUTCOME_REDIRECT, OUTCOME_ERROR,
-    OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW, OUTCOME_FILTERED, OUTCOME_BUDGET,
-    OUTCOME_NOT_MODIFIED, OUTCOME_FRESH,
-})
+
+# Why a URL the frontier knows already is visited again (``CrawlRequest.revisit``): its next
+# fetch time came, it was submitted again as a seed, or a sitemap lastmod is after its fetch.
+REVISIT_RECRAWL = "recrawl"
+REVISIT_RESUBMIT = "resubmit"
+REVISIT_LASTMOD = "lastmod"
+REVISITS = frozenset({REVISIT_RECRAWL, REVISIT_RESUBMIT, REVISIT_LASTMOD})
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,9 @@ class CrawlRequest:
             scope to the robots origin); None otherwise.
         lastmod: a sitemap's ``<lastmod>`` for the URL (seconds since the epoch), or None: a
             known URL whose lastmod is after its last fetch is fetched again.
+        revisit: ``""`` for a URL the frontier has not fetched yet, else why a known URL is
+            visited again (``REVISITS``); the lease decides from the URL's row whether to fetch
+            it (conditionally), answer ``fresh`` or drop it.
     """
 
     url: str
@@ -65,6 +72,7 @@ class CrawlRequest:
     kind: str = KIND_PAGE
     via: str | None = None
     lastmod: float | None = None
+    revisit: str = ""
 
 
 @dataclass(frozen=True)
@@ -96,6 +104,8 @@ class FetchResult:
     outcome: str = OUTCOME_FETCHED
     next_fetch_at: float | None = None  # set by the frontier from the URL's fetch history
     detail: str = ""  # what became of the response, e.g. a sitemap's summary (``f:detail``)
+    # The frontier index entry this fetch settles: deleted once the URL's row is durable.
+    index_key: str | None = None
 
     def without_body(self) -> FetchResult:
         return dataclasses.replace(self, body=None)
@@ -144,7 +154,13 @@ class StoredPage:
 
 @dataclass(frozen=True)
 class HostStats:
-    """Cumulative per-host counters, written to the hosts table at every lease end."""
+    """Cumulative per-key counters and where the key stands, written to the hosts table when
+    they change (at every lease end, and when URLs arrive).
+
+    ``queued`` counts the key's pending URLs (head, lease, arrivals, and an estimate of those
+    only in the index); ``pending`` is False only when the key is idle: nothing queued or in
+    flight and no read pending; ``next_recrawl_at`` is its earliest scheduled revisit.
+    """
 
     host: str
     updated_at: float
@@ -153,7 +169,6 @@ class HostStats:
     bytes: int = 0
     robots_blocked: int = 0
     dedup_dropped: int = 0
-    overflow: int = 0
     filtered: int = 0
     budget_exceeded: int = 0
     accepted: int = 0
@@ -164,13 +179,41 @@ class HostStats:
     last_error: str = ""
     robots_rules: int = 0  # Allow/Disallow lines in the host's robots.txt
     crawl_delay: float | None = None  # the Crawl-delay robots.txt asks of our agent, if any
+    pending: bool = False
+    next_recrawl_at: float | None = None
+    phase: str = "ready"  # "rebuilding" while the key reads its rows back
+    state_bytes: int = 0  # bytes of state this key has written, cumulative
+
+
+@dataclass(frozen=True)
+class AckToken:
+    """A part of a Pub/Sub message whose acknowledgement waits until that part is recorded.
+
+    A message's URLs may go to several frontier keys (and its bad URLs to the dead-letter
+    table); it is acknowledged once every one of its ``parts`` is durable.
+    """
+
+    ack_id: str
+    part: int
+    parts: int
+
+
+class FrontierWork(NamedTuple):
+    """An element of the frontier's input: requests for one key, and the acknowledgements of
+    the messages they came in (released once the requests are recorded)."""
+
+    requests: tuple[CrawlRequest, ...]
+    tokens: tuple[AckToken, ...] = ()
 
 
 @dataclass(frozen=True)
 class DeadLetter:
-    """An element that could not be processed, kept with its reason so nothing is lost."""
+    """An element that could not be processed, kept with its reason so nothing is lost.
+
+    ``tokens``: the acknowledgements that wait for this row (``AckToken``)."""
 
     stage: str
     reason: str
     payload: bytes
     at: float
+    tokens: tuple[AckToken, ...] = ()

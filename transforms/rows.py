@@ -14,6 +14,7 @@ from datetime import UTC, datetime
 from typing import NamedTuple
 
 from transforms.content import header
+from transforms.leases import UrlRecord
 from transforms.records import (
     OUTCOME_FETCHED,
     DeadLetter,
@@ -22,15 +23,19 @@ from transforms.records import (
     StoredPage,
     UrlOutcome,
 )
-from transforms.rowkeys import row_key
+from transforms.robots import MODES as ROBOTS_MODES
+from transforms.robots import RobotsRules
+from transforms.rowkeys import row_key, url_from_row_key
 from transforms.schema import (
     CONTENT_FAMILY,
     DEADLETTER_FAMILY,
     FETCH_FAMILY,
     HOST_FAMILY,
     PARSE_FAMILY,
+    PENDING_COLUMN,
     SCHEDULE_FAMILY,
 )
+from transforms.urls import InvalidUrl
 
 Cells = dict[str, dict[str, str]]
 MAX_DEAD_LETTER_PAYLOAD = 64 * 1024
@@ -45,6 +50,23 @@ class Row(NamedTuple):
 def iso(ts: float) -> str:
     """Seconds since the epoch -> ISO 8601 UTC with milliseconds."""
     return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z"
+
+
+def from_iso(text: str | None) -> float | None:
+    """The inverse of :func:`iso` (None for a missing or malformed value)."""
+    if not text:
+        return None
+    try:
+        return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC).timestamp()
+    except ValueError:
+        return None
+
+
+def _number(text: str | None) -> float | None:
+    try:
+        return float(text) if text else None
+    except ValueError:
+        return None
 
 
 def _schedule_cells(result_request, host: str) -> dict[str, str]:
@@ -150,7 +172,7 @@ def host_row(stats: HostStats) -> Row:
     cells = {}
     for field in dataclasses.fields(stats):
         value = getattr(stats, field.name)
-        if field.name == "updated_at":
+        if field.name in ("updated_at", "next_recrawl_at") and value is not None:
             value = iso(value)
         elif value is None:
             value = ""
@@ -167,3 +189,50 @@ def dead_letter_row(letter: DeadLetter) -> Row:
     payload = letter.payload[:MAX_DEAD_LETTER_PAYLOAD].decode("utf-8", "replace")
     return Row(key, {DEADLETTER_FAMILY: {"stage": letter.stage, "reason": letter.reason,
                                          "payload": payload, "at": iso(letter.at)}}, letter.at)
+
+
+# -- reading rows back (the frontier's rebuild and its leases' checks) --------------------------
+
+
+def url_record(key: str, cells: Cells) -> UrlRecord | None:
+    """What a webtable row says about its URL (None for a key that is not a URL's row)."""
+    try:
+        url = url_from_row_key(key)
+    except InvalidUrl:
+        return None
+    f, s = cells.get(FETCH_FAMILY, {}), cells.get(SCHEDULE_FAMILY, {})
+    length = _number(f.get("length"))
+    return UrlRecord(url=url, status=f.get("outcome"), key=s.get("host"),
+                     accepted="first_seen" in s, fetched_at=from_iso(f.get("fetched_at")),
+                     next_fetch_at=from_iso(s.get("next_fetch")),
+                     interval=_number(s.get("recrawl_interval")), checksum=f.get("checksum"),
+                     etag=f.get("etag"), last_modified=f.get("last_modified"),
+                     length=int(length) if length else 0)
+
+
+ROBOTS_COLUMNS = ("robots_mode", "robots_http_status", "robots_fetched_at", "robots_error",
+                  "robots_text")
+
+
+def robots_host_row(key: str, rules: RobotsRules, at: float) -> Row:
+    """The hosts-table cells that save a key's robots.txt verdict, read back by a rebuild."""
+    return Row(key, {HOST_FAMILY: {
+        "robots_mode": rules.mode, "robots_http_status": "" if rules.status is None
+        else str(rules.status), "robots_fetched_at": repr(rules.fetched_at),
+        "robots_error": rules.error, "robots_text": rules.text}}, at)
+
+
+def robots_from_host_cells(cells: dict[str, str]) -> RobotsRules | None:
+    """The verdict :func:`robots_host_row` saved, or None without one (or a damaged one)."""
+    mode = cells.get("robots_mode")
+    fetched = _number(cells.get("robots_fetched_at"))
+    if mode not in ROBOTS_MODES or fetched is None:
+        return None
+    status = cells.get("robots_http_status", "")
+    return RobotsRules(mode, cells.get("robots_text", ""), int(status) if status.isdigit()
+                       else None, fetched, cells.get("robots_error", ""))
+
+
+def pending_host_row(key: str, pending: bool, at: float) -> Row:
+    """The hosts-table cell saying whether a key has work pending (a new job wakes it)."""
+    return Row(key, {HOST_FAMILY: {PENDING_COLUMN: "1" if pending else "0"}}, at)

@@ -17,12 +17,10 @@ Lease arithmetic, for a host with politeness delay ``d`` (seconds between reques
 
 from __future__ import annotations
 
-import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
-from transforms.records import CrawlRequest
+from transforms.frontier_state import HeadEntry
 
 
 def politeness_delay(min_delay: float, crawl_delay: float | None) -> float:
@@ -79,49 +77,30 @@ def queue_rank(priority: int, depth: int, enqueued_at: float, aging_seconds: flo
     return depth - priority + enqueued_at / aging_seconds
 
 
-@dataclass
-class FrontierQueue:
-    """A host's bounded queue of pending requests, ordered by ``queue_rank`` then arrival.
+AGING_SECONDS = 60.0  # waiting this long is worth one priority point (queue_rank)
 
-    ``push`` refuses a request when the queue holds ``capacity`` entries; the caller records the
-    overflow. ``boost`` is the host's priority boost from the policy.
+
+def merge_head(head: Iterable[HeadEntry], new: Iterable[HeadEntry], size: int
+               ) -> tuple[list[HeadEntry], int]:
+    """The head after adding ``new`` entries: at most ``size`` entries in fetch order, one per
+    URL (an entry already in the head wins over a new one for the same URL).
+
+    Returns:
+        (the new head, how many entries did not fit). Entries that do not fit stay in the
+        frontier index, where a later refill finds them; nothing is lost.
     """
+    by_url: dict[str, HeadEntry] = {}
+    for entry in head:
+        by_url.setdefault(entry.request.url, entry)
+    for entry in new:
+        by_url.setdefault(entry.request.url, entry)
+    ordered = sorted(by_url.values(), key=HeadEntry.order)
+    return ordered[:size], max(0, len(ordered) - size)
 
-    capacity: int
-    aging_seconds: float = 60.0
-    _heap: list[tuple[float, int, CrawlRequest]] = field(default_factory=list)
-    _seq: int = 0
 
-    def __len__(self) -> int:
-        return len(self._heap)
-
-    def push(self, request: CrawlRequest, now: float = 0.0, boost: int = 0) -> bool:
-        """Adds a request; returns False (and adds nothing) when the queue is full."""
-        if len(self._heap) >= self.capacity:
-            return False
-        self._seq += 1
-        rank = queue_rank(request.priority + boost, request.depth, now, self.aging_seconds)
-        heapq.heappush(self._heap, (rank, self._seq, request))
-        return True
-
-    def push_front(self, requests: Iterable[CrawlRequest]) -> None:
-        """Puts back requests a lease did not get to (ahead of everything, in their order); they
-        may exceed the capacity briefly."""
-        front = self._heap[0][0] if self._heap else 0.0
-        for i, request in enumerate(requests):
-            self._seq += 1
-            heapq.heappush(self._heap, (front - 1e9 + i, self._seq, request))
-
-    def pop(self, n: int) -> list[CrawlRequest]:
-        """Removes and returns up to ``n`` requests in order."""
-        out: list[CrawlRequest] = []
-        while self._heap and len(out) < n:
-            out.append(heapq.heappop(self._heap)[2])
-        return out
-
-    def drain(self) -> list[CrawlRequest]:
-        """Removes and returns every request."""
-        return self.pop(len(self._heap))
-
-    def peek(self) -> CrawlRequest | None:
-        return self._heap[0][2] if self._heap else None
+def push_front(head: list[HeadEntry], entries: Iterable[HeadEntry]) -> list[HeadEntry]:
+    """The head with ``entries`` (given back by a lease, or retries) ahead of everything (in
+    rank order among themselves); they may exceed the head's size briefly."""
+    front = [e._replace(front=True) for e in entries]
+    urls = {e.request.url for e in front}
+    return sorted(front + [e for e in head if e.request.url not in urls], key=HeadEntry.order)

@@ -22,14 +22,20 @@ class Family:
 WEBTABLE = "webtable"
 HOSTS_TABLE = "hosts"
 DEADLETTER_TABLE = "deadletter"
+FRONTIER_TABLE = "frontier"
 
 # webtable: one row per URL, row key = reversed-host URL (see transforms.rowkeys.row_key).
 FETCH_FAMILY = "f"
 CONTENT_FAMILY = "c"
 PARSE_FAMILY = "p"
 SCHEDULE_FAMILY = "s"
-# hosts: one row per politeness key, cumulative counters written at every lease end.
+# hosts: one row per frontier key: cumulative counters written at every lease end, the last
+# robots.txt verdict (robots_* columns, written when it changes) and whether the key has work
+# pending (``pending``: "1" or "0", written when it changes; a new job wakes the "1" keys).
 HOST_FAMILY = "h"
+PENDING_COLUMN = "pending"
+# frontier: the index of pending work, one row per entry (transforms.frontier_index).
+INDEX_FAMILY = "q"
 # deadletter: one row per element that could not be processed.
 DEADLETTER_FAMILY = "d"
 
@@ -40,13 +46,17 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(CONTENT_FAMILY, max_versions=3, doc="warc_file, warc_offset, warc_length"),
         Family(PARSE_FAMILY, max_versions=1, doc="title, outlinks"),
         Family(SCHEDULE_FAMILY, max_versions=1,
-               doc="depth, discovered_from, priority, first_seen, host"),
+               doc="depth, discovered_from, priority, first_seen, host, next_fetch, "
+                   "recrawl_interval"),
     ),
     HOSTS_TABLE: (
         Family(HOST_FAMILY, max_versions=1, doc="per-host counters and politeness state"),
     ),
     DEADLETTER_TABLE: (
         Family(DEADLETTER_FAMILY, max_age_days=30, doc="stage, reason, payload"),
+    ),
+    FRONTIER_TABLE: (
+        Family(INDEX_FAMILY, max_versions=1, doc="r: the request, e: eligible at, k: rank"),
     ),
 }
 

@@ -1,35 +1,114 @@
-"""``WriteRows``: ``transforms.rows.Row`` records -> a Bigtable table via ``WriteToBigTable``."""
+"""``WriteRows``: rows -> one Bigtable table, durably, and what waited for them.
+
+Each element is a :class:`RowWrite`: a ``transforms.rows.Row``, optionally the frontier index
+entry its URL settles (deleted only after the row is written, so the index never loses work
+whose terminal row did not make it) and the Pub/Sub acknowledgements that waited for the row.
+The DoFn buffers a bundle's rows and writes them with the store's blocking ``MutateRows``
+(``transforms.bigtable_store``; the emulator when ``BIGTABLE_EMULATOR_HOST`` is set), at the
+end of the bundle or every ``flush_rows`` rows, then deletes the index entries and releases the
+acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessages``.
+"""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from collections.abc import Iterator
+from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.gcp.bigtableio import WriteToBigTable
-from google.cloud.bigtable.row import DirectRow
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.window import GlobalWindow
+from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.rows import Row
+from transforms.frontier_store import StoreBatch, StoreSpec
+from transforms.records import AckToken, DeadLetter, FetchResult, StoredPage
+from transforms.rows import Row, dead_letter_row, stored_page_row, unstored_result_row
+
+METRICS_NAMESPACE = "crawler"
 
 
-def to_direct_row(row: Row) -> DirectRow:
-    """A Bigtable mutation for a row; the cell timestamp is the event time (millisecond grain)."""
-    direct = DirectRow(row_key=row.key.encode("utf-8"))
-    at = datetime.fromtimestamp(int(row.at * 1000) / 1000, UTC)
-    for family, columns in row.cells.items():
-        for column, value in columns.items():
-            direct.set_cell(family, column.encode(), value.encode("utf-8"), timestamp=at)
-    return direct
+class RowWrite(NamedTuple):
+    """A row to write, the index entry to delete after it, and what waits for it."""
+
+    row: Row
+    index_delete: str | None = None
+    tokens: tuple[AckToken, ...] = ()
+
+
+def page_write(stored: StoredPage) -> RowWrite:
+    return RowWrite(stored_page_row(stored), stored.page.fetch.index_key)
+
+
+def fetch_write(result: FetchResult) -> RowWrite:
+    return RowWrite(unstored_result_row(result), result.index_key)
+
+
+def dead_letter_write(letter: DeadLetter) -> RowWrite:
+    return RowWrite(dead_letter_row(letter), None, letter.tokens)
+
+
+class _WriteRowsFn(beam.DoFn):
+    def __init__(self, store: StoreSpec, table: str, webtable: bool, flush_rows: int) -> None:
+        self._spec, self._table, self._webtable = store, table, webtable
+        self._flush_rows = flush_rows
+
+    def setup(self) -> None:
+        self._store = self._spec.open()
+        self._rows_written = Metrics.counter(METRICS_NAMESPACE, f"rows_written_{self._table}")
+
+    def teardown(self) -> None:
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
+    def start_bundle(self) -> None:
+        self._rows: list[Row] = []
+        self._deletes: list[str] = []
+        self._tokens: list[AckToken] = []
+
+    def process(self, write: RowWrite | Row) -> Iterator[AckToken]:
+        if isinstance(write, Row):
+            write = RowWrite(write)
+        self._rows.append(write.row)
+        if write.index_delete:
+            self._deletes.append(write.index_delete)
+        self._tokens.extend(write.tokens)
+        if len(self._rows) >= self._flush_rows:
+            yield from self._flush()
+
+    def finish_bundle(self) -> Iterator[Any]:
+        now = Timestamp.now()
+        for token in self._flush():
+            yield WindowedValue(token, now, (GlobalWindow(),))
+
+    def _flush(self) -> list[AckToken]:
+        if self._webtable:
+            self._store.write(StoreBatch(rows=self._rows, index_deletes=self._deletes))
+        elif self._rows:
+            self._store.write_rows(self._table, self._rows)
+        self._rows_written.inc(len(self._rows))
+        tokens = self._tokens
+        self._rows, self._deletes, self._tokens = [], [], []
+        return tokens
 
 
 class WriteRows(beam.PTransform):
-    """Writes rows to one table (the Bigtable emulator when ``BIGTABLE_EMULATOR_HOST`` is set)."""
+    """Writes ``RowWrite``s (or plain rows) to ``table``; outputs the ``AckToken``s they carried,
+    once their rows are durable.
 
-    def __init__(self, project: str, instance: str, table: str) -> None:
+    Args:
+        store: where the tables are (``transforms.bigtable_store.BigtableStoreSpec``).
+        table: the table's name.
+        webtable: the table is the store's webtable, whose rows settle index entries.
+        flush_rows: write at most this many rows at once.
+    """
+
+    def __init__(self, store: StoreSpec, table: str, *, webtable: bool = False,
+                 flush_rows: int = 2000) -> None:
         super().__init__()
-        self._project, self._instance, self._table = project, instance, table
+        self._store, self._table, self._webtable = store, table, webtable
+        self._flush_rows = flush_rows
 
-    def expand(self, rows: beam.PCollection) -> beam.pvalue.PDone:
-        return (rows
-                | "ToMutation" >> beam.Map(to_direct_row)
-                | "WriteToBigTable" >> WriteToBigTable(self._project, self._instance,
-                                                       self._table))
+    def expand(self, writes: beam.PCollection) -> beam.PCollection:
+        return writes | "MutateRows" >> beam.ParDo(
+            _WriteRowsFn(self._store, self._table, self._webtable, self._flush_rows))

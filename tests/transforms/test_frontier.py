@@ -8,9 +8,9 @@ tick fires the due timers, and the frontier re-checks the wall clock itself.
 
 from __future__ import annotations
 
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+import uuid
+from collections.abc import Iterator
 
 import apache_beam as beam
 import pytest
@@ -19,9 +19,11 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import trigger, window
 
+from pipeline.logged_server import LoggedServers, Reply, RequestView
 from transforms.fetch import FetchConfig
 from transforms.frontier import HostFrontier
-from transforms.hostcore import FrontierConfig
+from transforms.frontier_context import FrontierConfig
+from transforms.frontier_store import MemoryStoreSpec, memory_store
 from transforms.policy import HostPolicy, Policy
 from transforms.records import CrawlRequest
 from transforms.urls import politeness_key
@@ -29,32 +31,17 @@ from transforms.urls import politeness_key
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 
 
-class _Handler(BaseHTTPRequestHandler):
-    log: list[str] = []
-
-    def do_GET(self) -> None:
-        type(self).log.append(self.path)
-        body, ctype = (ROBOTS, "text/plain") if self.path == "/robots.txt" else (
-            f"<html><title>{self.path}</title></html>".encode(), "text/html")
-        self.send_response(200)
-        self.send_header("Content-Type", ctype)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-    def log_message(self, *args: object) -> None:
-        pass
+def _respond(request: RequestView) -> Reply:
+    if request.target == "/robots.txt":
+        return Reply(body=ROBOTS, content_type="text/plain")  # gzip on the wire, like nginx
+    return Reply(body=f"<html><title>{request.target}</title></html>".encode())
 
 
 @pytest.fixture()
-def server():
-    _Handler.log = []
-    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Handler)
-    thread = threading.Thread(target=httpd.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{httpd.server_port}"
-    httpd.shutdown()
-    httpd.server_close()
+def server() -> Iterator[tuple[str, LoggedServers]]:
+    """A loopback site (``pipeline.logged_server``) and its request log."""
+    with LoggedServers() as servers:
+        yield servers.serve("127.0.0.1", _respond), servers
 
 
 def _stream(host: str, batches: list[tuple[CrawlRequest, ...]], ticks: int = 150) -> TestStream:
@@ -66,32 +53,38 @@ def _stream(host: str, batches: list[tuple[CrawlRequest, ...]], ticks: int = 150
     return stream.advance_watermark_to_infinity()
 
 
-def test_frontier_dedups_bounds_its_queue_and_obeys_robots(server):
-    urls = [f"{server}/{p}" for p in ("a", "b", "private/x", "c", "d")]
-    first = tuple(CrawlRequest(u) for u in urls)
+def test_frontier_dedups_keeps_a_bounded_head_and_obeys_robots(server):
+    base, servers = server
+    urls = [f"{base}/{p}" for p in ("a", "b", "private/x", "c", "d")]
+    first = tuple(CrawlRequest(u, 1, 0, f"{base}/") for u in urls)  # links of a page
     redelivered = first[:2]  # the same message again, as Pub/Sub may redeliver it
     host = politeness_key(urls[0])
-    config = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0)), queue_capacity=3,
-                            robots_agent="beam-crawler",
+    config = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0)), head_size=2,
+                            refill_size=2, robots_agent="beam-crawler",
                             fetch=FetchConfig(total_timeout=5.0, allow_private_networks=True))
+    store = MemoryStoreSpec(f"frontier-test-{uuid.uuid4().hex}")
     with TestPipeline() as p:
-        out = p | _stream(host, [first, redelivered]) | HostFrontier(config)
-        fetched, outcomes, stats, discovered = (
+        out = p | _stream(host, [first, redelivered]) | HostFrontier(config, store)
+        fetched, outcomes, stats, discovered, acks = (
             pcoll | f"Window{i}" >> beam.WindowInto(window.GlobalWindows(),
                                                     trigger=trigger.AfterWatermark(),
                                                     accumulation_mode=trigger.AccumulationMode
                                                     .DISCARDING)
             for i, pcoll in enumerate(out))
+        # Two URLs fit in the head; the rest waited in the index and were read back.
         assert_that(fetched | beam.Map(lambda r: (r.request.url, r.status)),
-                    equal_to([(urls[0], 200), (urls[1], 200)]), label="fetched")
+                    equal_to([(u, 200) for u in urls if "private" not in u]), label="fetched")
         assert_that(outcomes | beam.Map(lambda o: (o.outcome, o.request.url)), equal_to(
-            [("queued", urls[0]), ("queued", urls[1]), ("queued", urls[2]),
-             ("queue_overflow", urls[3]), ("queue_overflow", urls[4]),
-             ("robots_blocked", urls[2])]), label="outcomes")
+            [("queued", u) for u in urls] + [("robots_blocked", urls[2])]), label="outcomes")
         final = (stats
                  | beam.Map(lambda s: ("max", (s.updated_at, s.dedup_dropped, s.fetched)))
                  | beam.CombinePerKey(max) | beam.Map(lambda kv: kv[1][1:]))
-        assert_that(final, equal_to([(2, 2)]), label="stats")
+        assert_that(final, equal_to([(2, 4)]), label="stats")
         assert_that(discovered, equal_to([]), label="discovered")  # no sitemaps elsewhere
-    assert _Handler.log[0] == "/robots.txt"
-    assert sorted(_Handler.log) == ["/a", "/b", "/robots.txt"]
+        assert_that(acks, equal_to([]), label="acks")  # these elements carried no tokens
+    requested = [h.path for h in servers.hits()]
+    assert requested[0] == "/robots.txt" and servers.hits()[0].content_encoding == "gzip"
+    assert sorted(requested) == ["/a", "/b", "/c", "/d", "/robots.txt"]
+    tables = memory_store(store.name)
+    assert {tables.status(u) for u in urls} == {"queued", "robots_blocked"}  # no row sink here
+    assert tables.pending_keys() == [host]  # recrawls are scheduled: a new job wakes it

@@ -11,13 +11,14 @@ from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
 from transforms.extract import ExtractLinks
-from transforms.ingest import ReadCrawlRequests
+from transforms.ingest import ACK_ID_ATTRIBUTE, ReadCrawlRequests
 from transforms.loop import BatchLinksByHost
 from transforms.messages import decode_requests, encode_requests
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
     OUTCOME_REDIRECT,
+    AckToken,
     CrawlRequest,
     FetchResult,
     ParsedPage,
@@ -50,8 +51,8 @@ def test_read_crawl_requests_canonicalizes_keys_by_host_and_dead_letters_bad_inp
     broken = PubsubMessage(b"{broken", {})
     with TestPipeline() as p:
         out = p | beam.Create([good, text, broken]) | ReadCrawlRequests()
-        keyed = out.requests | beam.MapTuple(lambda host, reqs: (host, sorted(
-            (r.url, r.depth, r.priority) for r in reqs)))
+        keyed = out.requests | beam.MapTuple(lambda host, work: (host, sorted(
+            (r.url, r.depth, r.priority) for r in work.requests)))
         assert_that(keyed, equal_to([
             ("a.example", [("http://a.example/y", 0, 0), ("http://a.example/z", 2, 0)]),
             ("b.example", [("https://b.example/", 0, 0)]),
@@ -60,6 +61,23 @@ def test_read_crawl_requests_canonicalizes_keys_by_host_and_dead_letters_bad_inp
         stages = out.dead_letters | beam.Map(lambda d: (d.stage, d.payload))
         assert_that(stages, equal_to([("canonicalize", b"not a url"), ("decode", b"{broken")]),
                     label="dead")
+        assert_that(out.acks, equal_to([]), label="acks")  # no ack ids: the source acks
+
+
+def test_each_part_of_a_message_carries_its_acknowledgement():
+    """A message read by a source that leaves acknowledgement to the pipeline: its parts (one
+    per key, one for its dead letters) each carry a token; a heartbeat is acknowledged at once."""
+    split = PubsubMessage(b"https://a.example/1\nhttps://b.example/2\nnot a url\n",
+                          {ACK_ID_ATTRIBUTE: "m1"})
+    heartbeat = PubsubMessage(b"", {ACK_ID_ATTRIBUTE: "m2", "kind": "heartbeat"})
+    with TestPipeline() as p:
+        out = p | beam.Create([split, heartbeat]) | ReadCrawlRequests()
+        tokens = out.requests | beam.MapTuple(lambda host, work: (host, work.tokens))
+        assert_that(tokens, equal_to([("a.example", (AckToken("m1", 0, 3),)),
+                                      ("b.example", (AckToken("m1", 1, 3),))]), label="keys")
+        assert_that(out.dead_letters | beam.Map(lambda d: d.tokens),
+                    equal_to([(AckToken("m1", 2, 3),)]), label="dead")
+        assert_that(out.acks, equal_to([AckToken("m2", 0, 1)]), label="acks")
 
 
 def test_extract_links_parses_pages_and_routes_everything_else():

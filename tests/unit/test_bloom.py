@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import math
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -188,3 +189,50 @@ def test_membership_of_other_inputs() -> None:
 def test_rejects_bad_parameters(kwargs: dict[str, Any]) -> None:
     with pytest.raises(ValueError):
         ScalableBloomFilter(**kwargs)
+
+
+# -- the state format: versions and parts -------------------------------------------------------
+
+V1_BYTES = (Path(__file__).parent / "data" / "bloom_v1.bin").read_bytes()
+
+
+def test_bytes_written_by_version_1_are_read_by_this_version() -> None:
+    # tests/unit/data/bloom_v1.bin was written by the version 1 code (commit 1b2e313) for
+    # url-0 .. url-39 with initial_capacity=16, error_rate=1e-3, max_capacity=1000.
+    assert V1_BYTES[:4] == b"SBF\x01"
+    bloom = ScalableBloomFilter.from_bytes(V1_BYTES)
+    assert (bloom.count, bloom.stage_count, bloom.max_stage_capacity) == (40, 2, None)
+    urls = [hashlib.blake2b(f"url-{i}".encode(), digest_size=16).digest() for i in range(40)]
+    assert all(u in bloom for u in urls)
+    bloom.add(fingerprint(10_000))  # keeps working, and is written in this version
+    again = ScalableBloomFilter.from_bytes(bloom.to_bytes())
+    assert again.to_bytes()[3] == 2 and again.count == 41 and all(u in again for u in urls)
+
+
+def test_capped_stages_stop_growing_and_keep_the_bound() -> None:
+    bloom = ScalableBloomFilter(initial_capacity=64, error_rate=1e-4, tightening=0.85,
+                                max_capacity=10_000, max_stage_capacity=256)
+    for i in range(3000):
+        bloom.add(fingerprint(i))
+    sizes = [len(bloom.stage_bytes(i)) for i in range(bloom.stage_count)]
+    assert bloom.stage_count > 12
+    # Once at the cap, a stage grows only by the tighter error rate, not by its item count.
+    assert max(sizes) < 3 * sizes[2]
+    assert bloom.false_positive_rate() < 1e-4
+    assert all(fingerprint(i) in bloom for i in range(3000))
+
+
+def test_parts_round_trip_and_frozen_stages_never_change() -> None:
+    bloom = ScalableBloomFilter(initial_capacity=32, max_capacity=5000, max_stage_capacity=64)
+    written: list[bytes] = []  # what a state owner appends: each frozen stage once
+    for i in range(400):
+        bloom.add(fingerprint(i))
+        head, frozen = bloom.to_parts()
+        assert frozen[:len(written)] == written  # older stages are byte-for-byte unchanged
+        written += frozen[len(written):]
+    # A change rewrites the head only: one capped stage and a header, a small part of the whole.
+    assert len(written) >= 6 and len(head) < len(bloom.to_bytes()) // 4
+    copy = ScalableBloomFilter.from_parts(head, list(reversed(written)))
+    assert copy.to_bytes() == bloom.to_bytes()
+    with pytest.raises(ValueError, match="stages"):
+        ScalableBloomFilter.from_parts(head, written[1:])

@@ -19,7 +19,7 @@ HOSTS = [
           lease_active=0, delay=1.0, robots_status="parsed", robots_rules=0, crawl_delay=""),
     _host("b.example", fetched=30, errors=0, bytes=5000, dedup_dropped=4, queued=5,
           lease_active=1, delay=2.5, robots_status="parsed", robots_rules=3, crawl_delay=2.5),
-    _host("127.0.0.2:8081", fetched=0, errors=3, overflow=7, accepted=9, queued=2,
+    _host("127.0.0.2:8081", fetched=0, errors=3, filtered=7, accepted=9, queued=2,
           lease_active=0, robots_status="unavailable"),
 ]
 
@@ -42,7 +42,7 @@ def test_totals_sum_the_counters():
     assert t["bytes"] == 6000
     assert t["robots_blocked"] == 2
     assert t["dedup_dropped"] == 4
-    assert t["overflow"] == 7
+    assert t["filtered"] == 7
     assert t["accepted"] == 9
     assert t["queued"] == 7
 
@@ -79,7 +79,7 @@ def test_idle_needs_an_empty_queue_and_no_lease():
 def test_snapshot_changes_when_any_counter_changes():
     before = totals_of(HOSTS).snapshot()
     assert totals_of(HOSTS).snapshot() == before
-    more = [*HOSTS[:2], _host("127.0.0.2:8081", errors=4, overflow=7, accepted=9, queued=2)]
+    more = [*HOSTS[:2], _host("127.0.0.2:8081", errors=4, filtered=7, accepted=9, queued=2)]
     assert totals_of(more).snapshot() != before
 
 
@@ -132,7 +132,7 @@ def test_summary_has_reason_and_totals():
     assert re.search(r"errors\s+4$", text, re.M)
     assert re.search(r"robots-blocked\s+2$", text, re.M)
     assert re.search(r"dedup-dropped\s+4$", text, re.M)
-    assert re.search(r"queue overflow\s+7$", text, re.M)
+    assert re.search(r"filtered \(policy\)\s+7$", text, re.M)
     assert re.search(r"still queued\s+7$", text, re.M)
     assert re.search(r"hosts\s+3$", text, re.M)
     assert re.search(r"wall time\s+8\.0 s$", text, re.M)

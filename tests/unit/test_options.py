@@ -83,7 +83,7 @@ def test_defaults():
     assert CrawlerOptions([]).policy().defaults.min_delay == 1.0
     assert o["lease_seconds"] == 10.0
     assert o["max_lease_urls"] == 32
-    assert o["max_queue_per_host"] == 100_000
+    assert o["frontier_head_size"] == 2000 and o["frontier_table"] == "frontier"
     assert o["max_seen_per_host"] == 1_000_000
     assert o["seen_error_rate"] == 1e-6
     assert o["robots_ttl"] == 86400.0
@@ -171,7 +171,7 @@ def test_non_positive_durations(name, value):
         _options(**{name: value}).validate_crawler()
 
 
-@pytest.mark.parametrize("name", ["max_lease_urls", "max_queue_per_host", "max_seen_per_host",
+@pytest.mark.parametrize("name", ["max_lease_urls", "frontier_head_size", "max_seen_per_host",
                                   "warc_roll_bytes", "warc_shards", "max_body_bytes"])
 def test_counts_below_one(name):
     with pytest.raises(ValueError, match=f"--{name} must be >= 1, got 0"):
@@ -240,7 +240,7 @@ def test_flags_unknown_to_the_crawler_do_not_break_its_parsing():
 def test_frontier_config_maps_every_flag():
     options = CrawlerOptions([
         "--min-delay=0.5", "--lease_seconds=4", "--max-lease-urls=8",
-        "--max_queue_per_host=50", "--max-seen-per-host=500", "--seen_error_rate=0.001",
+        "--frontier_head_size=50", "--max-seen-per-host=500", "--seen_error_rate=0.001",
         "--robots-ttl=60", "--retry_delay=2", "--crawl-user-agent=MyBot/3.1 (+http://m.example)",
         "--connect_timeout=1", "--read-timeout=2", "--fetch_timeout=3",
         "--max-body-bytes=1000", "--max_redirects=0"])
@@ -249,7 +249,7 @@ def test_frontier_config_maps_every_flag():
     assert config.policy.for_host("any.example").min_delay == 0.5
     assert config.lease_seconds == 4.0
     assert config.max_lease_urls == 8
-    assert config.queue_capacity == 50
+    assert config.head_size == 50 and config.refill_size == 25
     assert config.max_seen == 500
     assert config.seen_error_rate == 0.001
     assert config.robots_ttl == 60.0

@@ -8,11 +8,12 @@ from datetime import UTC, datetime
 
 import pytest
 
+from transforms.bigtable_store import to_direct_row
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
+    OUTCOME_FILTERED,
     OUTCOME_NOT_STORED,
-    OUTCOME_QUEUE_OVERFLOW,
     OUTCOME_QUEUED,
     OUTCOME_REDIRECT,
     OUTCOME_ROBOTS_BLOCKED,
@@ -46,7 +47,6 @@ from transforms.schema import (
     TABLE_FAMILIES,
     WEBTABLE,
 )
-from transforms.storage import to_direct_row
 
 # 2024-03-01T12:34:56.789Z
 AT = datetime(2024, 3, 1, 12, 34, 56, 789000, tzinfo=UTC).timestamp()
@@ -239,7 +239,7 @@ def test_queued_outcome_records_first_seen():
                                           "discovered_from": PARENT, "first_seen": AT_ISO}
 
 
-@pytest.mark.parametrize("outcome", [OUTCOME_ROBOTS_BLOCKED, OUTCOME_QUEUE_OVERFLOW])
+@pytest.mark.parametrize("outcome", [OUTCOME_ROBOTS_BLOCKED, OUTCOME_FILTERED])
 def test_terminal_frontier_outcomes_do_not_touch_first_seen(outcome):
     row = outcome_row(UrlOutcome(_request(), "www.example.com", outcome, AT, "disallowed"))
     assert row.cells[FETCH_FAMILY] == {"outcome": outcome, "outcome_at": AT_ISO,
@@ -296,7 +296,7 @@ def test_host_row_booleans_are_one_and_zero():
 
 def test_host_row_counters_are_decimal_strings():
     h = host_row(HostStats("h", AT)).cells[HOST_FAMILY]
-    for name in ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "overflow",
+    for name in ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "filtered",
                  "accepted", "queued"):
         assert h[name] == "0"
 

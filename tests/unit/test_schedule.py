@@ -3,6 +3,7 @@
 import pytest
 
 from transforms import schedule
+from transforms.frontier_state import HeadEntry
 from transforms.records import CrawlRequest
 
 
@@ -49,46 +50,54 @@ def _r(url, depth=0, priority=0):
     return CrawlRequest(f"http://h/{url}", depth=depth, priority=priority)
 
 
-def test_queue_orders_by_priority_then_depth_then_arrival():
-    q = schedule.FrontierQueue(capacity=10)
-    for req in (_r("d2", 2), _r("d1a", 1), _r("p5", 3, 5), _r("d1b", 1), _r("d0", 0)):
-        assert q.push(req)
-    assert [r.url.rsplit("/", 1)[1] for r in q.pop(10)] == ["p5", "d0", "d1a", "d1b", "d2"]
+def _entry(name, depth=0, priority=0, now=0.0, boost=0, seq=0):
+    request = _r(name, depth, priority)
+    rank = schedule.queue_rank(priority + boost, depth, now, schedule.AGING_SECONDS)
+    return HeadEntry(rank, request, False, seq)
 
 
-def test_queue_is_bounded_and_says_so():
-    q = schedule.FrontierQueue(capacity=2)
-    assert q.push(_r("a")) and q.push(_r("b"))
-    assert not q.push(_r("c"))
-    assert len(q) == 2
+def _names(entries):
+    return [e.request.url.rsplit("/", 1)[1] for e in entries]
+
+
+def test_the_head_orders_by_priority_then_depth_then_arrival():
+    entries = [_entry("d2", 2, seq=1), _entry("d1a", 1, seq=2), _entry("p5", 3, 5, seq=3),
+               _entry("d1b", 1, seq=4), _entry("d0", 0, seq=5)]
+    head, dropped = schedule.merge_head([], entries, 10)
+    assert _names(head) == ["p5", "d0", "d1a", "d1b", "d2"] and dropped == 0
+
+
+def test_the_head_is_bounded_and_what_does_not_fit_is_counted():
+    head, dropped = schedule.merge_head([_entry("a", seq=1)], [_entry("b", 1, seq=2),
+                                                               _entry("c", 0, seq=3)], 2)
+    assert _names(head) == ["a", "c"] and dropped == 1  # b stays in the index only
+    again, _ = schedule.merge_head(head, [_entry("a", 5, seq=9)], 2)
+    assert _names(again) == ["a", "c"] and again[0].seq == 1  # one entry per URL: the first
 
 
 def test_returned_requests_go_first():
-    q = schedule.FrontierQueue(capacity=5)
-    q.push(_r("new", 0, 9))
-    q.push_front([_r("back", 3)])
-    assert q.pop(1)[0].url.endswith("back")
-    assert q.peek().url.endswith("new")
-    assert [r.url for r in q.drain()] == ["http://h/new"] and len(q) == 0
+    head, _ = schedule.merge_head([], [_entry("new", 0, 9, seq=1)], 5)
+    head = schedule.push_front(head, [_entry("back", 3, seq=2)])
+    assert _names(head) == ["back", "new"] and head[0].front
 
 
 def test_aging_means_a_low_priority_url_is_never_starved():
     """High-priority URLs keep arriving (one a second, priority 10); the priority-0 URL that
-    came first is still fetched, after about 10 priority points x aging_seconds."""
-    q = schedule.FrontierQueue(capacity=10_000, aging_seconds=6.0)
-    q.push(_r("low", 0, 0), now=0.0)
+    came first is still fetched, after about 10 priority points x the aging time."""
+    head, _ = schedule.merge_head([], [_entry("low", 0, 0, now=0.0)], 10_000)
     fetched_at = None
-    for second in range(1, 200):
-        q.push(_r(f"high{second}", 0, 10), now=float(second))
-        (head,) = q.pop(1)  # one fetch a second
-        if head.url.endswith("/low"):
+    for second in range(1, 1200):
+        head, _ = schedule.merge_head(head, [_entry(f"high{second}", 0, 10, now=float(second),
+                                                    seq=second)], 10_000)
+        first, head = head[0], head[1:]  # one fetch a second
+        if first.request.url.endswith("/low"):
             fetched_at = second
             break
-    assert fetched_at is not None and 55 <= fetched_at <= 65
+    aging = schedule.AGING_SECONDS
+    assert fetched_at is not None and 9 * aging <= fetched_at <= 11 * aging
 
 
 def test_the_host_boost_moves_a_host_s_urls_ahead():
-    q = schedule.FrontierQueue(capacity=10)
-    q.push(_r("plain", 0, 0), now=0.0)
-    q.push(_r("boosted", 0, 0), now=0.0, boost=3)
-    assert q.pop(1)[0].url.endswith("boosted")
+    head, _ = schedule.merge_head([], [_entry("plain", seq=1), _entry("boosted", boost=3,
+                                                                       seq=2)], 10)
+    assert _names(head)[0] == "boosted"

@@ -6,11 +6,11 @@ from collections import Counter
 
 import pytest
 
-from transforms.fetch import FetchConfig, LeaseOutcome, RobotsResponse
-from transforms.hostcore import FrontierConfig, HostCore, HostState
+from tests.unit.frontier_driver import FrontierDriver
+from transforms.fetch import FetchConfig
+from transforms.frontier_context import FrontierConfig
 from transforms.policy import HostPolicy, Policy, PolicyError, parse_policy
 from transforms.records import CrawlRequest
-from transforms.schedule import FrontierQueue
 from transforms.sharding import (
     MAX_SHARDS,
     host_of_key,
@@ -62,48 +62,46 @@ def test_the_policy_field_is_validated():
         parse_policy({"defaults": {"shards": "4"}})
 
 
-def _shard_core(shards: int, key: str) -> HostCore:
+def _shard(shards: int, key: str) -> FrontierDriver:
     policy = Policy(HostPolicy(min_delay=1.0, max_pages_per_host=10, shards=shards))
-    config = FrontierConfig(policy=policy, queue_capacity=100, robots_agent="beam-crawler",
+    config = FrontierConfig(policy=policy, robots_agent="beam-crawler",
                             fetch=FetchConfig(total_timeout=30.0))
-    return HostCore(config, HostState(key), FrontierQueue(100), config.new_seen())
+    return FrontierDriver(config, key)
 
 
-def _robots(core: HostCore, body: bytes) -> None:
-    lease = core.on_timer(lambda _: ("running", None), 0.0).lease
-    assert lease is not None and lease.robots_url == "https://big.example/robots.txt"
-    outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(200, body, 0.1), (0.0,), 0.1,
-                           0.1)
-    core.on_timer(lambda _: ("done", outcome), 0.2)
+def _robots(d: FrontierDriver, body: bytes):
+    d.element([CrawlRequest(URLS[0] if d.key.endswith("#1") or "#" not in d.key else
+                            next(u for u in URLS if shard_key("big.example", u, 4) == d.key))],
+              now=0.0)
+    d.settle(0.01)
+    assert d.lease.robots_url == "https://big.example/robots.txt"
+    d.answer_robots(body, at=0.1)
+    return d.timer(0.2)
 
 
 def test_a_shard_waits_n_times_the_delay_and_the_crawl_delay():
-    core = _shard_core(4, "big.example#1")
-    core.accept([CrawlRequest(URLS[0])], now=0.0)
-    _robots(core, b"User-agent: *\nCrawl-delay: 2\n")
-    assert core.delay() == 8.0
-    assert _shard_core(1, "big.example").delay() == 1.0
+    d = _shard(4, "big.example#1")
+    _robots(d, b"User-agent: *\nCrawl-delay: 2\n")
+    assert d.cells().core(d.config, d.key).ctx.delay() == 8.0
+    plain = _shard(1, "big.example")
+    assert plain.cells().core(plain.config, plain.key).ctx.delay() == 1.0
 
 
 def test_a_shard_gets_its_share_of_the_budget():
-    core = _shard_core(2, "big.example#0")
+    d = _shard(2, "big.example#0")
     mine = [u for u in URLS if shard_key("big.example", u, 2) == "big.example#0"][:8]
-    outcomes, _ = core.accept([CrawlRequest(u) for u in mine], now=0.0)
-    assert [o.outcome for o in outcomes].count("queued") == 5  # ceil(10 / 2)
-    assert [o.outcome for o in outcomes].count("budget_exceeded") == 3
+    d.element([CrawlRequest(u) for u in mine], now=0.0)
+    fx = d.timer(0.01)  # the rebuild is back: the URLs are admitted
+    assert [o.outcome for o in fx.outcomes].count("queued") == 5  # ceil(10 / 2)
+    assert [o.outcome for o in fx.outcomes].count("budget_exceeded") == 3
 
 
 def test_a_sitemap_of_another_shard_goes_to_that_shard():
-    core = _shard_core(4, "big.example#0")
-    core.accept([CrawlRequest(URLS[0])], now=0.0)
+    d = _shard(4, "big.example#0")
     sitemaps = [f"https://big.example/sitemap-{i}.xml" for i in range(12)]
-    body = "".join(f"Sitemap: {u}\n" for u in sitemaps).encode()
-    lease = core.on_timer(lambda _: ("running", None), 0.0).lease
-    assert lease is not None
-    outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(200, b"User-agent: *\n" + body,
-                                                                  0.1), (0.0,), 0.1, 0.1)
-    decision = core.on_timer(lambda _: ("done", outcome), 0.2)
-    routed = {r.url for r in decision.discovered}
+    body = b"User-agent: *\n" + "".join(f"Sitemap: {u}\n" for u in sitemaps).encode()
+    fx = _robots(d, body)
+    routed = {r.url for r in fx.discovered}
     for url in sitemaps:
         assert (url in routed) == (shard_key("big.example", url, 4) != "big.example#0"), url
     assert routed

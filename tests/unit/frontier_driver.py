@@ -1,0 +1,172 @@
+"""Drives one key's frontier the way ``transforms.frontier`` does, without Beam: real state
+cells (``FrontierCells`` over in-memory cells, so every step goes through the versioned
+formats), a real ``MemoryFrontierStore``, reads run at once, leases answered by the test.
+
+    driver = FrontierDriver(config, "site.example")
+    driver.element([CrawlRequest(...)], now=0.0)   # -> Effects; the rebuild read is done
+    driver.timer(0.1)                              # collects it, starts the robots lease
+    driver.answer_robots(b"User-agent: *\\n...")  # the robots lease's outcome
+    driver.timer(0.2)                              # harvests it, starts a lease
+    driver.answer({url: 200})                      # that lease's outcome (rows checked first)
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from transforms.frontier_cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
+from transforms.frontier_context import Effects, FrontierConfig, IoRequest
+from transforms.frontier_state import JOB_REBUILD, HostState, decode_host_state
+from transforms.frontier_store import MemoryFrontierStore
+from transforms.hostcore import HostCore
+from transforms.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
+from transforms.records import AckToken, CrawlRequest, FetchResult
+from transforms.storage import fetch_write
+
+
+class FrontierDriver:
+    """One key, its cells, the store, and the jobs in flight (see the module docstring)."""
+
+    def __init__(self, config: FrontierConfig, key: str,
+                 store: MemoryFrontierStore | None = None) -> None:
+        self.config, self.key = config, key
+        self.store = store if store is not None else MemoryFrontierStore()
+        self.values = {name: MemoryCell() for name in ("host", "robots", "head", "seen")}
+        self.bags = {name: MemoryBag() for name in ("arrivals", "inbox", "seen_frozen")}
+        self.cache = SeenCache()
+        self.jobs: dict[str, Any] = {}
+        self.leases: list[Lease] = []
+        self.acks: list[AckToken] = []
+        self.timer_at: float | None = None
+        self.effects: list[Effects] = []
+
+    # -- steps -------------------------------------------------------------------------------
+
+    def cells(self) -> FrontierCells:
+        v, b = self.values, self.bags
+        return FrontierCells(v["host"], v["robots"], v["head"], b["arrivals"], b["inbox"],
+                             v["seen"], b["seen_frozen"], cache=self.cache)
+
+    def element(self, requests: Sequence[CrawlRequest], now: float,
+                tokens: Sequence[AckToken] = ()) -> Effects:
+        cells = self.cells()
+        core = cells.core(self.config, self.key)
+        return self._carry_out(core, core.on_element(requests, tokens, now), cells, now)
+
+    def timer(self, now: float) -> Effects:
+        cells = self.cells()
+        core = cells.core(self.config, self.key)
+        return self._carry_out(core, core.on_timer(self.poll, now), cells, now)
+
+    def settle(self, now: float, firings: int = 5) -> None:
+        """Fires the timer until no read is in flight (a rebuild takes a firing per page)."""
+        for _ in range(firings):
+            if self.state is None or self.state.io is None:
+                return
+            self.timer(now)
+
+    def poll(self, job_id: str) -> tuple[str, Any]:
+        if job_id in self.jobs:
+            return "done", self.jobs.pop(job_id)
+        if any(lease.lease_id == job_id for lease in self.leases):
+            return "running", None
+        return "unknown", None
+
+    def _carry_out(self, core: HostCore, fx: Effects, cells: FrontierCells,
+                   now: float) -> Effects:
+        if fx.lease is not None:
+            self.leases.append(fx.lease)
+        if fx.io is not None:
+            self.jobs[fx.io.job_id] = self._read(fx.io, now)
+        if fx.wakes and core.state.timer_at is not None:
+            self.timer_at = core.state.timer_at
+        cells.write(self.key, core, fx)
+        self.store.write(fx.writes)  # what the DoFn does at the end of the bundle
+        self.acks.extend(fx.tokens)
+        self.effects.append(fx)
+        return fx
+
+    def _read(self, io: IoRequest, now: float) -> Any:
+        cfg = self.config
+        if io.kind == JOB_REBUILD:
+            return self.store.rebuild_page(self.key, io.after, cfg.rebuild_page, io.first,
+                                           cfg.head_size, now)
+        return self.store.index_page(self.key, cfg.refill_size, io.skip, now,
+                                     cfg.refill_size + cfg.head_size + cfg.max_lease_urls,
+                                     io.incarnation)
+
+    # -- answering leases ------------------------------------------------------------------------
+
+    @property
+    def lease(self) -> Lease:
+        return self.leases[-1]
+
+    def answer_robots(self, body: bytes | None, status: int | None = 200, at: float = 0.0,
+                      encoding: str | None = None) -> LeaseOutcome:
+        lease = self.lease
+        assert lease.robots_url is not None, lease
+        outcome = LeaseOutcome(lease.lease_id, (), (), RobotsResponse(
+            status, body, at, content_encoding=encoding), (at,), at, at)
+        self.jobs[lease.lease_id] = outcome
+        return outcome
+
+    def answer(self, statuses: Mapping[str, int | None] | None = None, at: float = 0.0,
+               unfinished: Sequence[str] = (), write_rows: bool = True,
+               headers: Mapping[str, tuple[tuple[str, str], ...]] | None = None
+               ) -> LeaseOutcome:
+        """The outcome of the last lease, as ``run_lease`` builds it: its URLs' rows are read
+        and checked (``plan_lease``) first; each fetched URL answers ``statuses[url]``
+        (default 200; None: a connection error). With ``write_rows`` the final results' rows
+        are written as the row sink would (and their index entries deleted)."""
+        lease = self.lease
+        statuses = statuses or {}
+        records = self.store.url_records([r.url for r in lease.requests])
+        plan = plan_lease(lease.requests, records, at)
+        results = []
+        left = []
+        for request in plan.fetch:
+            if request.url in unfinished:
+                left.append(request)
+                continue
+            status = statuses.get(request.url, 200)
+            results.append(FetchResult(
+                request, lease.host, at, request.url, status=status,
+                error=None if status is not None else "connection",
+                headers=(headers or {}).get(request.url, ()),
+                outcome="fetched" if status == 200 else "error" if status is None
+                else "not_stored"))
+        outcome = LeaseOutcome(lease.lease_id, tuple(results), tuple(left), None,
+                               tuple(at for _ in results), at if results else None, at,
+                               plan.skipped, plan.fresh, tuple(records.items()))
+        self.jobs[lease.lease_id] = outcome
+        self._write_rows = write_rows
+        return outcome
+
+    def sink(self, fx: Effects) -> None:
+        """Writes the results of a harvest as the webtable sink does: rows, then the index."""
+        from transforms.frontier_store import StoreBatch
+
+        writes = [fetch_write(r) for r in fx.results]
+        self.store.write(StoreBatch(rows=[w.row for w in writes],
+                                    index_deletes=[w.index_delete for w in writes
+                                                   if w.index_delete]))
+
+    # -- looking at it ---------------------------------------------------------------------------
+
+    @property
+    def state(self) -> HostState | None:
+        raw = self.values["host"].value
+        return decode_host_state(raw) if raw else None
+
+    def index(self) -> list[str]:
+        return self.store.index_urls(self.key)
+
+
+def fresh(config: FrontierConfig, key: str, store: MemoryFrontierStore | None = None
+          ) -> FrontierDriver:
+    """A driver for a key that starts empty (it rebuilds from ``store`` first)."""
+    return FrontierDriver(config, key, store)
+
+
+__all__ = ["FrontierDriver", "HostCore", "fresh"]
