@@ -25,6 +25,8 @@ DOC = Path("/usr/share/doc")
 HOST_BASE = 11  # sites listen on 127.0.0.11, 127.0.0.12, ...
 LOG_FORMAT = ('$msec $request_time $server_addr:$server_port $status $body_bytes_sent '
               '"$request" "$http_user_agent"')
+GZIP_TYPES = ("text/plain", "text/css", "text/xml", "application/xml", "application/json",
+              "application/javascript", "application/rss+xml", "image/svg+xml")
 NGINX_CANDIDATES = ("/usr/sbin/nginx", "/usr/local/sbin/nginx", "/usr/local/nginx/sbin/nginx")
 
 
@@ -196,6 +198,9 @@ def nginx_conf(hosted: Sequence[HostedSite], run_dir: Path) -> str:
             f"    fastcgi_temp_path {run_dir}/tmp;\n    uwsgi_temp_path {run_dir}/tmp;\n"
             f"    scgi_temp_path {run_dir}/tmp;\n"
             f"    sendfile on;\n    keepalive_timeout 30;\n"
+            # As a stock production nginx: text is compressed (text/html always is), so the
+            # crawlers read robots.txt, sitemaps and pages gzip-encoded.
+            f"    gzip on;\n    gzip_vary on;\n    gzip_types {' '.join(GZIP_TYPES)};\n"
             + "".join(servers) + "}\n")
 
 

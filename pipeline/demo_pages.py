@@ -76,6 +76,8 @@ class SiteSpec:
         other_hosts: base URLs of the other demo hosts, linked from several pages.
         redirect_host: base URL that ``/moved`` redirects (302) to; None serves a 404 there.
         unreachable_url: a URL nothing listens on, linked from the about page, or None.
+        coding: the Content-Encoding the host's server applies to text responses when the
+            client accepts it, like nginx with ``gzip on``: ``"gzip"``, ``"deflate"`` or None.
     """
 
     name: str
@@ -86,6 +88,7 @@ class SiteSpec:
     other_hosts: tuple[str, ...] = ()
     redirect_host: str | None = None
     unreachable_url: str | None = None
+    coding: str | None = "gzip"
 
     def __post_init__(self) -> None:
         if not self.name.isalnum():
@@ -96,6 +99,8 @@ class SiteSpec:
             raise ValueError(f"SiteSpec.crawl_delay must be >= 0, got {self.crawl_delay}")
         if not self.has_robots and (self.crawl_delay is not None or self.disallow):
             raise ValueError("crawl_delay and disallow need has_robots=True")
+        if self.coding not in ("gzip", "deflate", None):
+            raise ValueError(f"SiteSpec.coding must be gzip, deflate or None, got {self.coding!r}")
         for prefix in self.disallow:
             if not prefix.startswith("/") or prefix == "/" or any(c in prefix for c in "*$?#"):
                 raise ValueError(f"disallow prefixes must be plain paths below /, got {prefix!r}")
@@ -121,12 +126,14 @@ class SiteSpec:
 
 @dataclass(frozen=True)
 class DemoResponse:
-    """One response exactly as the server sends it.
+    """One response as the server answers it, before content-coding.
 
     Attributes:
         status: HTTP status code.
         content_type: the Content-Type header.
-        body: the body bytes (also the Content-Length).
+        body: the content. The server sends it compressed (its host's ``SiteSpec.coding``) when
+            it is textual, at least 20 bytes long and the client accepts the coding;
+            otherwise as is, and it is then also the Content-Length.
         location: the Location header of a redirect, as sent (may be relative).
         links: absolute URLs the page's ``<a href>`` elements resolve to (after ``<base href>``),
             fragments kept, in document order with duplicates; empty for non-HTML responses.

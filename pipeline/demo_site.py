@@ -1,14 +1,17 @@
 """The offline demo site: several generated websites on loopback addresses, with request logs.
 
-``DemoSite().start()`` binds one ``ThreadingHTTPServer`` per host (``pipeline.demo_server``) on
-``127.0.0.1``, ``127.0.0.2``, ... (Linux routes all of 127/8 to ``lo``), each on a free port and
-serving the deterministic pages of ``pipeline.demo_pages``. It is both the demo the README
-crawls and the test bed of the end-to-end tests, which assert from the servers' own request logs
-against the ground truth this module computes.
+``DemoSite().start()`` serves one site per host (``pipeline.logged_server``) on ``127.0.0.1``,
+``127.0.0.2``, ... (Linux routes all of 127/8 to ``lo``), each on a free port and serving the
+deterministic pages of ``pipeline.demo_pages``. It is both the demo the README crawls and the
+test bed of the end-to-end tests, which assert from the servers' own request logs against the
+ground truth this module computes.
 
 Host roles repeat every three hosts: ``alpha`` is slow-polite (robots.txt with ``Crawl-delay``
 and ``Disallow: /private/`` and ``/cgi-bin/``), ``beta`` has ``Disallow: /private/`` only, and
 ``gamma`` has no robots.txt (404). The first host's about page links to ``unreachable_url``.
+Like production servers, the hosts compress text responses for clients that accept it:
+``alpha`` and ``gamma`` with gzip, ``beta`` with deflate. ``page_body`` and ``response`` give the
+content; what went on the wire is in the log (``Hit.content_encoding``, ``Hit.sent_sha1``).
 
 What counts as a fetch (``expected_fetch_paths``): the request-target (path plus ``?query``) of
 every GET a correct crawler sends when it starts from ``seed_urls()``, follows every ``<a href>``
@@ -29,13 +32,16 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import errno
+import functools
+import hashlib
 import json
 import logging
 import signal
+import socket
 import sys
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from types import FrameType, TracebackType
 from urllib.parse import urlsplit
@@ -49,39 +55,47 @@ from pipeline.demo_pages import (
     html_page_paths,
     not_found_response,
 )
-from pipeline.demo_server import DemoServer, find_unused_port, latency_for
+from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
 
-__all__ = ["DemoResponse", "DemoSite", "RequestRecord", "SiteSpec", "default_specs", "main"]
+__all__ = ["DemoResponse", "DemoSite", "Hit", "SiteSpec", "default_specs", "find_unused_port",
+           "latency_for", "main"]
 
 DEFAULT_CRAWL_DELAY = 0.5
 DEFAULT_LATENCY = (0.0, 0.02)
+# Ports below Linux's ephemeral range (32768+) are never handed out to client sockets, so a
+# connection to the unreachable port cannot accidentally self-connect.
+UNREACHABLE_PORT_RANGE = (20_000, 32_000)
 HOST_NAMES = ("alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta", "theta", "iota")
 
 _log = logging.getLogger(__name__)
 
 
-@dataclass(frozen=True)
-class RequestRecord:
-    """One request a demo server answered.
+def find_unused_port(address: str = "127.0.0.1", avoid: Sequence[int] = ()) -> int:
+    """The first port in ``UNREACHABLE_PORT_RANGE`` nothing is bound to on ``address``.
 
-    Attributes:
-        host: the server's netloc, ``127.0.0.2:PORT``.
-        path: the request-target as sent (path plus ``?query``).
-        method: ``GET`` or ``HEAD``.
-        start: ``time.time()`` when the request had been read.
-        end: ``time.time()`` after the artificial latency, just before the response is written
-            (the record is logged then, so a client never reads a response that is not logged).
-        status: the status code sent.
-        client_port: the client's source port (equal ports mean one kept-alive connection).
+    The port is probed with a bind and released without listening, so connecting to it is
+    refused. Deterministic as long as the same ports are free.
+
+    Raises:
+        RuntimeError: every port in the range is taken.
     """
+    for port in range(*UNREACHABLE_PORT_RANGE):
+        if port in avoid:
+            continue
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind((address, port))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError(f"no unused port on {address} in {UNREACHABLE_PORT_RANGE}")
 
-    host: str
-    path: str
-    method: str
-    start: float
-    end: float
-    status: int
-    client_port: int
+
+def latency_for(seed: int, name: str, path: str, latency: tuple[float, float]) -> float:
+    """The artificial delay for one request: fixed per (seed, host name, path), in ``latency``."""
+    low, high = latency
+    digest = hashlib.sha256(f"{seed}:{name}:{path}".encode()).digest()
+    return low + (high - low) * int.from_bytes(digest[:8], "big") / 2**64
 
 
 def default_specs(
@@ -89,7 +103,8 @@ def default_specs(
     pages_per_host: int = DEFAULT_PAGES_PER_HOST,
     crawl_delay: float = DEFAULT_CRAWL_DELAY,
 ) -> list[SiteSpec]:
-    """The standard hosts: slow-polite, disallow-only and no-robots, repeating.
+    """The standard hosts: slow-polite, disallow-only and no-robots, repeating; the
+    disallow-only ones compress with deflate, the others with gzip.
 
     Raises:
         ValueError: ``n_hosts`` is outside 1..254 or a spec is invalid.
@@ -103,41 +118,31 @@ def default_specs(
             spec = SiteSpec(name, pages_per_host, crawl_delay=crawl_delay,
                             disallow=("/private/", "/cgi-bin/"))
         elif i % 3 == 1:
-            spec = SiteSpec(name, pages_per_host, disallow=("/private/",))
+            spec = SiteSpec(name, pages_per_host, disallow=("/private/",), coding="deflate")
         else:
             spec = SiteSpec(name, pages_per_host, has_robots=False)
         specs.append(spec)
     return specs
 
 
-@dataclass
+@dataclass(frozen=True)
 class _HostState:
-    """What one server needs to answer (its responses and latency) and its request log;
-    the ``HostContent`` of its ``DemoServer``."""
+    """What one host answers: its responses and latency."""
 
     spec: SiteSpec
     netloc: str
     responses: dict[str, DemoResponse]
     seed: int
     latency: tuple[float, float]
-    log: list[RequestRecord] = field(default_factory=list)
-    lock: threading.Lock = field(default_factory=threading.Lock)
 
     def response(self, path: str) -> DemoResponse:
         return self.responses.get(path) or not_found_response(path)
 
-    def delay(self, path: str) -> float:
-        return latency_for(self.seed, self.spec.name, path, self.latency)
-
-    def record(self, path: str, method: str, start: float, end: float, status: int,
-               client_port: int) -> None:
-        with self.lock:
-            self.log.append(RequestRecord(self.netloc, path, method, start, end, status,
-                                          client_port))
-
-    def snapshot(self) -> list[RequestRecord]:
-        with self.lock:
-            return sorted(self.log, key=lambda r: r.start)
+    def reply(self, request: RequestView) -> Reply:
+        response = self.response(request.target)
+        location = () if response.location is None else (("Location", response.location),)
+        return Reply(response.status, response.body, response.content_type, location,
+                     latency_for(self.seed, self.spec.name, request.target, self.latency))
 
 
 class DemoSite:
@@ -157,8 +162,7 @@ class DemoSite:
 
     def __init__(self) -> None:
         self._states: dict[str, _HostState] = {}
-        self._servers: list[DemoServer] = []
-        self._threads: list[threading.Thread] = []
+        self._servers = LoggedServers()
         self._hosts: list[str] = []
         self._unreachable_url = ""
         self._fetched: dict[str, set[str]] = {}
@@ -187,8 +191,7 @@ class DemoSite:
             port: port every host binds (each has its own address, so one port fits all); 0
                 picks a free port per host. A fixed port makes bodies identical across runs.
             unreachable_port: port of ``unreachable_url`` on 127.0.0.1; None takes the first
-                unused port from ``demo_server.UNREACHABLE_PORT_RANGE``. Nothing is ever bound
-                to it.
+                unused port from ``UNREACHABLE_PORT_RANGE``. Nothing is ever bound to it.
             specs: explicit hosts; their ``other_hosts``, ``redirect_host`` and (for the first)
                 ``unreachable_url`` are filled in here.
 
@@ -205,21 +208,24 @@ class DemoSite:
                                                                      crawl_delay)
         if len({spec.name for spec in specs}) != len(specs) or not 1 <= len(specs) <= 254:
             raise ValueError("specs must hold 1..254 hosts with unique names")
-        for i in range(len(specs)):
+        states: list[_HostState] = []  # filled once every host has its port
+        for i, spec in enumerate(specs):
             address = f"127.0.0.{i + 1}"
             try:
-                self._servers.append(DemoServer((address, port)))
+                self._hosts.append(self._servers.serve(
+                    address, functools.partial(_reply, states, i), port=port, coding=spec.coding,
+                    server=f"DemoSite/1.0 ({spec.name})"))
             except OSError as error:
                 self.stop()
                 hint = " (only Linux routes all of 127/8 to lo)" * (
                     error.errno == errno.EADDRNOTAVAIL)
                 raise OSError(error.errno, f"cannot bind {address}:{port}{hint}: "
                               f"{error.strerror}") from error
-        self._hosts = [f"http://{s.server_name}:{s.server_port}" for s in self._servers]
         if unreachable_port is None:
-            unreachable_port = find_unused_port("127.0.0.1", avoid=[self._servers[0].server_port])
+            unreachable_port = find_unused_port(
+                "127.0.0.1", avoid=[urlsplit(self._hosts[0]).port or 0])
         self._unreachable_url = f"http://127.0.0.1:{unreachable_port}/"
-        for i, (spec, server) in enumerate(zip(specs, self._servers, strict=True)):
+        for i, spec in enumerate(specs):
             base = self._hosts[i]
             filled = dataclasses.replace(
                 spec,
@@ -228,34 +234,22 @@ class DemoSite:
                 unreachable_url=self._unreachable_url if i == 0 else spec.unreachable_url,
             )
             netloc = urlsplit(base).netloc
-            responses = build_responses(filled, base, seed)
-            state = _HostState(filled, netloc, responses, seed, latency)
-            server.state = state
+            state = _HostState(filled, netloc, build_responses(filled, base, seed), seed, latency)
+            states.append(state)
             self._states[netloc] = state
         self._fetched, self._blocked = crawl_closure(
             {n: s.responses for n, s in self._states.items()},
             {n: s.spec.disallow for n, s in self._states.items()},
             self.seed_urls(),
         )
-        for spec, server in zip(specs, self._servers, strict=True):
-            thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                      name=f"demo-{spec.name}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
         return self
 
     def stop(self) -> None:
         """Stops the servers and cuts open connections (idempotent); logs and truth stay."""
-        for server, thread in zip(self._servers, self._threads, strict=False):
-            server.shutdown()
-            thread.join(timeout=5)
-        for server in self._servers:
-            server.server_close()
-            server.close_connections()
-        self._servers, self._threads = [], []
+        self._servers.stop()
 
     def __enter__(self) -> DemoSite:
-        return self if self._servers else self.start()
+        return self if self._states else self.start()
 
     def __exit__(
         self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -285,23 +279,20 @@ class DemoSite:
     def spec(self, host: str) -> SiteSpec:
         return self._state(host).spec
 
-    def requests(self, host: str) -> list[RequestRecord]:
+    def requests(self, host: str) -> list[Hit]:
         """Requests the host answered so far, ordered by start time."""
-        return self._state(host).snapshot()
+        return self._servers.hits(self._state(host).netloc)
 
-    def all_requests(self) -> list[RequestRecord]:
+    def all_requests(self) -> list[Hit]:
         """Requests of all hosts, ordered by start time."""
-        records = [r for state in self._states.values() for r in state.snapshot()]
-        return sorted(records, key=lambda r: r.start)
+        return self._servers.hits()
 
     def reset_log(self) -> None:
         """Forgets the requests recorded so far (to reuse one site across tests)."""
-        for state in self._states.values():
-            with state.lock:
-                state.log.clear()
+        self._servers.clear()
 
     def write_log(self, path: str | Path) -> None:
-        """Writes ``all_requests()`` as JSON Lines, one ``RequestRecord`` object per line."""
+        """Writes ``all_requests()`` as JSON Lines, one ``Hit`` object per line."""
         with Path(path).open("w", encoding="utf-8") as out:
             for record in self.all_requests():
                 out.write(json.dumps(dataclasses.asdict(record)) + "\n")
@@ -319,11 +310,18 @@ class DemoSite:
         return set(html_page_paths(self._state(host).spec))
 
     def response(self, host: str, path: str) -> DemoResponse:
-        """The response the server sends for a request-target (404 for unknown paths)."""
+        """The response the server answers a request-target with (404 for unknown paths),
+        before content-coding."""
         return self._state(host).response(path)
 
     def page_body(self, host: str, path: str) -> bytes:
-        """Exactly the body bytes the server sends for a GET of ``path``."""
+        """The content of ``path``: the body a GET gets once its Content-Encoding is undone.
+
+        On the wire it is compressed with the host's ``spec(host).coding`` when the client
+        accepts that coding and the body is textual and at least 20 bytes long; each logged
+        request tells what was sent (``Hit.content_encoding``, ``Hit.sent_sha1``), and
+        ``pipeline.served_coding.encode_body`` recomputes those bytes.
+        """
         return self.response(host, path).body
 
     def _state(self, host: str) -> _HostState:
@@ -332,6 +330,14 @@ class DemoSite:
             return self._states[netloc]
         except KeyError:
             raise KeyError(f"{host!r} is not a demo host; hosts are {self._hosts}") from None
+
+
+def _reply(states: Sequence[_HostState], index: int, request: RequestView) -> Reply:
+    """A host's answer; ``states`` is filled once every host is bound, before ``start`` returns
+    the URLs (a request that comes sooner, from a port scan, gets a 503)."""
+    if index >= len(states):
+        return Reply(503, b"starting", "text/plain")
+    return states[index].reply(request)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

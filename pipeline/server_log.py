@@ -16,7 +16,8 @@ from transforms.policy import HostPolicy
 
 
 class Request(Protocol):
-    """A logged request; read-only members, so frozen records such as ``RequestRecord`` match."""
+    """A logged request; read-only members, so frozen records such as
+    ``pipeline.logged_server.Hit`` match."""
 
     @property
     def path(self) -> str: ...

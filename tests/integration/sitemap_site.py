@@ -4,14 +4,16 @@ only through its sitemaps.
 ``/robots.txt`` names a gzip sitemap index, ``/sitemaps/index.xml.gz``, which lists an XML
 urlset (``/sitemaps/pages.xml``: priorities, a lastmod, a robots-disallowed URL and a URL of
 another origin), a text sitemap (``/sitemaps/more.txt``) and a child sitemap on another origin
-(out of scope). The home page links to nothing.
+(out of scope). The home page links to nothing. Like a stock nginx, the server gzips robots.txt,
+the XML urlset and the text sitemap on the wire (the index is a ``.gz`` file already).
 """
 
 from __future__ import annotations
 
 import gzip
 
-from tests.integration.sites import Hit, LoggedServers, Reply, page
+from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
+from tests.integration.sites import page
 
 SITEMAP_ONLY = ("/only-in-sitemap/1", "/only-in-sitemap/2", "/only-in-sitemap/3")
 DISALLOWED = "/private/secret"
@@ -36,8 +38,8 @@ class SitemapSite:
     def hits(self) -> list[Hit]:
         return self._servers.hits()
 
-    def _respond(self, target: str) -> Reply:
-        base = self.base
+    def _respond(self, request: RequestView) -> Reply:
+        base, target = self.base, request.target
         if target == "/robots.txt":
             return Reply(body=(f"User-agent: *\nDisallow: /private/\n"
                                f"Sitemap: {base}/sitemaps/index.xml.gz\n").encode(),

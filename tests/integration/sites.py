@@ -1,8 +1,9 @@
 """The trap site and the faults site of the end-to-end policy tests, and a helper that crawls them.
 
-Both sites are ``http.server`` servers on loopback addresses, in daemon threads, that log every
-request they answer (request-target as sent, start and end time, status) like
-``pipeline.demo_server``, so the tests assert from the servers' side what the crawler did.
+Both sites are ``pipeline.logged_server`` sites on loopback addresses, which log every request
+they answer (request-target as sent, start and end time, status, what was sent) and compress
+text responses as a stock nginx does, so the tests assert from the servers' side what the
+crawler did.
 
 * :class:`TrapSite` (one host): about twenty normal pages and the classic infinite URL spaces:
   an endless calendar (``/calendar/YYYY/MM`` and ``/calendar?year=&month=``, each month linking
@@ -37,9 +38,8 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 from urllib.parse import parse_qsl, urlencode, urlsplit
 
 from apache_beam.io.filesystem import CompressionTypes
@@ -54,145 +54,14 @@ from warcio.archiveiterator import ArchiveIterator
 from pipeline.cli import local_pipeline_args
 from pipeline.local_run import RunSummary
 from pipeline.local_stack import LocalStack
+from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
 from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
 from tests.integration.ftp_server import polled_in_thread
 from transforms.rowkeys import url_from_row_key
 
-HTML_TYPE = "text/html; charset=utf-8"
 SESSION_ID = re.compile(r"jsessionid|[?&;](?:sid|phpsessid)=", re.IGNORECASE)
-
-
-# -- a logged HTTP server -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Hit:
-    """One request a test server answered (matches ``pipeline.server_log.Request``).
-
-    Attributes:
-        host: the server's netloc, ``127.0.0.12:PORT``.
-        path: the request-target as sent (path, path parameters and ``?query``).
-        method: ``GET`` or ``HEAD``.
-        start: ``time.time()`` once the request was read.
-        end: ``time.time()`` just before the response is written (after any artificial delay).
-        status: the status sent.
-    """
-
-    host: str
-    path: str
-    method: str
-    start: float
-    end: float
-    status: int
-
-
-@dataclass(frozen=True)
-class Reply:
-    """What a test server answers: status, body, extra headers, and a delay before answering."""
-
-    status: int = 200
-    body: bytes = b""
-    content_type: str = HTML_TYPE
-    headers: tuple[tuple[str, str], ...] = ()
-    delay: float = 0.0
-
-
-Respond = Callable[[str], Reply]
-
-
-class _LoggedServer(ThreadingHTTPServer):
-    daemon_threads = True
-
-    def __init__(self, address: tuple[str, int], respond: Respond,
-                 record: Callable[[Hit], None]) -> None:
-        super().__init__(address, _Handler)
-        self.respond, self.record = respond, record
-        self.netloc = f"{address[0]}:{self.server_address[1]}"
-
-    def server_bind(self) -> None:
-        # HTTPServer.server_bind looks up the FQDN, which can stall on a poor resolver.
-        super(ThreadingHTTPServer, self).server_bind()
-
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server_version = "TestSite/1.0"
-    timeout = 30
-    disable_nagle_algorithm = True
-
-    def do_GET(self) -> None:
-        self._answer(send_body=True)
-
-    def do_HEAD(self) -> None:
-        self._answer(send_body=False)
-
-    def log_message(self, format: str, *args: object) -> None:
-        pass
-
-    def _answer(self, *, send_body: bool) -> None:
-        server = cast(_LoggedServer, self.server)
-        start = time.time()
-        reply = server.respond(self.path)
-        if reply.delay:
-            time.sleep(reply.delay)
-        # Logged before the response goes out: a client that read a response finds it logged.
-        server.record(Hit(server.netloc, self.path, self.command, start, time.time(),
-                          reply.status))
-        try:
-            self.send_response(reply.status)
-            self.send_header("Content-Type", reply.content_type)
-            self.send_header("Content-Length", str(len(reply.body)))
-            for name, value in reply.headers:
-                self.send_header(name, value)
-            self.end_headers()
-            if send_body:
-                self.wfile.write(reply.body)
-        except (BrokenPipeError, ConnectionResetError):
-            # The client gave up (a timeout) or hung up after the headers (media): expected here.
-            self.close_connection = True
-
-
-class _Servers:
-    """Running servers and their shared request log."""
-
-    def __init__(self) -> None:
-        self._log: list[Hit] = []
-        self._lock = threading.Lock()
-        self._running: list[tuple[_LoggedServer, threading.Thread]] = []
-
-    def serve(self, address: str, respond: Respond) -> str:
-        """Starts a server on ``address`` (a free port); returns its base URL."""
-        server = _LoggedServer((address, 0), respond, self._record)
-        thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05},
-                                  name=f"site-{server.netloc}", daemon=True)
-        thread.start()
-        self._running.append((server, thread))
-        return f"http://{server.netloc}"
-
-    def _record(self, hit: Hit) -> None:
-        with self._lock:
-            self._log.append(hit)
-
-    def hits(self, base: str | None = None, path: str | None = None) -> list[Hit]:
-        """Logged requests (of one server, of one request-target), ordered by start."""
-        netloc = urlsplit(base).netloc if base else None
-        with self._lock:
-            hits = list(self._log)
-        return sorted((h for h in hits if (netloc is None or h.host == netloc)
-                       and (path is None or h.path == path)), key=lambda h: h.start)
-
-    def stop(self) -> None:
-        for server, thread in self._running:
-            server.shutdown()
-            thread.join(timeout=5)
-            server.server_close()
-        self._running = []
-
-
-# Public name for test sites in other modules.
-LoggedServers = _Servers
 
 
 def page(title: str, links: Sequence[str] = (), text: str = "") -> bytes:
@@ -231,7 +100,7 @@ class TrapSite:
         now = datetime.now(UTC)
         self.today = today or (now.year, now.month)
         self._address = address
-        self._servers = _Servers()
+        self._servers = LoggedServers()
         self._counter = itertools.count(1)
         self._lock = threading.Lock()
         self.base = ""
@@ -267,8 +136,8 @@ class TrapSite:
         with self._lock:
             return next(self._counter)
 
-    def _respond(self, target: str) -> Reply:
-        path, query = _without_session(target)
+    def _respond(self, request: RequestView) -> Reply:
+        path, query = _without_session(request.target)
         if path == "/robots.txt":
             return Reply(body=b"User-agent: *\nAllow: /\n", content_type="text/plain")
         title, links, text = self._content(path, query)
@@ -337,6 +206,7 @@ def _without_session(target: str) -> tuple[str, dict[str, str]]:
 
 # -- the faults site ----------------------------------------------------------------------------
 
+Route = Callable[[str], Reply]  # a fault's answer, given "<fault name><request-target>"
 MEDIA_BYTES = 8 * 1024 * 1024  # below --max_body_bytes: if stored, it would be stored whole
 FTP_FILE = "file.html"
 FTP_BODY = (b"<!doctype html><html><head><title>FTP page</title></head>"
@@ -378,7 +248,7 @@ class FaultsSite:
     misc: str = ""
     private: str = ""
     ftp_url: str = ""
-    _servers: _Servers = field(default_factory=_Servers)
+    _servers: LoggedServers = field(default_factory=LoggedServers)
     _counts: dict[tuple[str, str], int] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _ftp: contextlib.ExitStack = field(default_factory=contextlib.ExitStack)
@@ -426,12 +296,12 @@ class FaultsSite:
             n = self._counts[host, path] = self._counts.get((host, path), 0) + 1
             return n
 
-    def _route(self, name: str, routes: dict[str, Respond]) -> Respond:
-        def respond(target: str) -> Reply:
-            handler = routes.get(target)
+    def _route(self, name: str, routes: dict[str, Route]) -> Callable[[RequestView], Reply]:
+        def respond(request: RequestView) -> Reply:
+            handler = routes.get(request.target)
             if handler is None:  # robots.txt included: 404 means "allow all"
                 return Reply(404, page("Not found"))
-            return handler(f"{name}{target}")
+            return handler(f"{name}{request.target}")
         return respond
 
     def _plain(self, key: str) -> Reply:

@@ -1,5 +1,6 @@
 """End to end: the streaming pipeline against the emulators and three demo hosts, asserted from
-the servers' own request logs, the webtable and the WARC files.
+the servers' own request logs, the webtable and the WARC files. The demo hosts compress text as
+nginx does (gzip on alpha and gamma, deflate on beta), robots.txt included.
 
 The same crawl runs twice, each test checking one property of both runs: on the DirectRunner
 (native ``ReadFromPubSub``) and on Beam's FlinkRunner with an embedded Flink, LOOPBACK workers and
@@ -9,9 +10,12 @@ minute and a minute and a half.
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import io
 import time
 import uuid
+import zlib
 from collections import defaultdict
 from typing import NamedTuple
 from urllib.parse import urlsplit
@@ -29,6 +33,7 @@ from pipeline.main import run
 from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
 from pipeline.seeding import publish_seeds
 from pipeline.server_log import crawlable_paths, max_concurrency, min_start_gap
+from transforms.content import header
 from transforms.policy import DEFAULT_POLICY
 from transforms.pubsub_source import lease_stats
 from transforms.rowkeys import row_key, url_from_row_key
@@ -41,6 +46,7 @@ pytestmark = pytest.mark.integration
 MIN_DELAY = 0.1
 CRAWL_DELAY = 0.4
 GAP_TOLERANCE = 0.03  # server-side clock and socket noise
+DECODE = {"gzip": gzip.decompress, "deflate": zlib.decompress, "": bytes}  # independent of ours
 
 
 class CrawlRun(NamedTuple):
@@ -162,10 +168,13 @@ def test_request_starts_keep_the_delay_and_crawl_delay_wins(crawl):
 
 
 def test_every_stored_page_has_a_row_and_a_warc_record_with_the_exact_bytes(crawl):
+    """The WARC payload is what the server put on the wire (its log's SHA-1 of the sent bytes),
+    and undoing its Content-Encoding gives the page's content."""
     site, rows = crawl.site, crawl.rows
     stored = {url: cells for url, cells in rows.items() if CONTENT_FAMILY in cells}
     assert stored
     files: dict[str, bytes] = {}
+    codings = set()
     for url, cells in stored.items():
         content, fetch = cells[CONTENT_FAMILY], cells[FETCH_FAMILY]
         path = content["warc_file"]
@@ -175,14 +184,32 @@ def test_every_stored_page_has_a_row_and_a_warc_record_with_the_exact_bytes(craw
         record = read_record(files[path], int(content["warc_offset"]))
         final = urlsplit(fetch["final_url"])
         target = (final.path or "/") + (f"?{final.query}" if final.query else "")
-        expected = site.page_body(f"http://{final.netloc}", target)
-        assert record.payload == expected, url
+        host = f"http://{final.netloc}"
+        sent = {(h.sent_sha1, h.content_encoding) for h in _gets(site, host) if h.path == target}
+        coding = header(record.http_headers, "Content-Encoding") or ""
+        assert (hashlib.sha1(record.payload).hexdigest(), coding) in sent, (url, sent)
+        assert DECODE[coding](record.payload) == site.page_body(host, target), url
         assert fetch["status"] == "200" and fetch["outcome"] == "fetched"
+        codings.add(coding)
+    assert codings == {"gzip", "deflate"}  # every page is HTML over 20 bytes: all compressed
     for host in site.hosts:
         for path in site.html_pages(host):
             url = canonicalize_url(host + path)
             assert url in stored or any(
                 c[FETCH_FAMILY].get("final_url") == url for c in stored.values()), url
+
+
+def test_the_servers_sent_every_robots_txt_compressed(crawl):
+    """The servers' own logs show each robots.txt went out compressed (gzip on alpha, deflate on
+    beta), as a stock nginx with ``gzip on`` sends it: the Disallow and Crawl-delay checks above
+    are about files the crawler had to decode."""
+    site = crawl.site
+    robots_hosts = [h for h in site.hosts if site.spec(h).has_robots]
+    assert [site.spec(h).coding for h in robots_hosts] == ["gzip", "deflate"]
+    for host in robots_hosts:
+        hits = [h for h in _gets(site, host) if h.path == "/robots.txt"]
+        assert hits and all((h.status, h.content_encoding) == (200, site.spec(host).coding)
+                            for h in hits), (host, hits)
 
 
 def test_unreachable_host_is_recorded_with_an_error(crawl):

@@ -4,8 +4,9 @@ Bodies, statuses and headers as sent, media not read, truncation, redirects, tim
 kinds, each run as a lease through ``FetchService`` (the path the frontier uses). Politeness,
 deadlines, robots leases and the service's polling are in ``test_fetch_leases``.
 
-``RecordingServer`` is the test server both modules use: each route is a function that writes the
-response, and the server logs every request's arrival, completion and whether the client hung up.
+The servers are ``pipeline.logged_server`` sites, which compress text as nginx does; ``serve``
+starts one whose routes map a path (without query) to a ``Reply`` or, for what no well-behaved
+server does (trickling, hanging up, a short body), to a raw handler.
 """
 
 from __future__ import annotations
@@ -13,18 +14,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import gzip
+import hashlib
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
 
 import aiohttp
 import pytest
 
+from pipeline.logged_server import Hit, LoggedServers, RawHandler, Reply, RequestView, Wire
+from pipeline.served_coding import encode_body
 from transforms.fetch import FetchConfig, Lease, LeaseOutcome, classify_error
 from transforms.fetch_service import shared_fetch_service
 from transforms.records import (
@@ -42,180 +42,92 @@ from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 CONFIG = FetchConfig(user_agent="fetch-test/1", connect_timeout=2.0, read_timeout=5.0,
                      total_timeout=5.0, min_request_window=0.1, allow_private_networks=True)
 
-Route = Callable[["_Handler"], None]
+Route = Reply | RawHandler
+NOT_FOUND = Reply(404, b"<h1>not found</h1>", "text/html")
 
 
 @dataclass
-class Hit:
-    """One request as the server saw it (times from ``time.time()``)."""
+class RoutedSite:
+    """One site of a test's ``LoggedServers``, serving ``routes`` by path (query ignored)."""
 
-    path: str
-    start: float
-    headers: dict[str, str]
-    end: float = 0.0  # 0 until the handler returned
-    sent: int = 0  # body bytes written
-    aborted: bool = False  # the client closed the connection before the response was written
+    servers: LoggedServers
+    routes: Mapping[str, Route]
+    base: str = ""
 
-
-class _Handler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-    server: RecordingServer
-
-    def do_GET(self) -> None:
-        path = self.path.split("?", 1)[0]
-        hit = Hit(path, time.time(), {k.lower(): v for k, v in self.headers.items()})
-        self.hit = hit
-        self.server.record(hit)
-        try:
-            self.server.routes.get(path, not_found)(self)
-        except (BrokenPipeError, ConnectionResetError):
-            hit.aborted = True
-            self.close_connection = True
-        finally:
-            hit.end = time.time()
-
-    def respond(self, status: int, headers: Sequence[tuple[str, str]], body: bytes = b"",
-                length: int | None = None) -> None:
-        """Writes a status line, headers (Content-Length defaults to ``len(body)``) and body."""
-        self.send_response(status)
-        for name, value in headers:
-            self.send_header(name, value)
-        self.send_header("Content-Length", str(len(body) if length is None else length))
-        self.end_headers()
-        self.write(body)
-
-    def write(self, data: bytes) -> None:
-        self.wfile.write(data)
-        self.wfile.flush()
-        self.hit.sent += len(data)
-
-    def log_message(self, format: str, *args: Any) -> None:
-        pass
-
-
-class RecordingServer(ThreadingHTTPServer):
-    """A server on ``address`` and a free port serving ``routes``; a context manager.
-
-    Stopping cuts kept-alive connections and wakes routes sleeping in ``pause``, so no handler
-    thread outlives the test.
-    """
-
-    daemon_threads = True
-    block_on_close = False
-
-    def __init__(self, routes: dict[str, Route], address: str = "127.0.0.1") -> None:
-        super().__init__((address, 0), _Handler)
-        self.routes = routes
-        self.stopping = threading.Event()
-        self._hits: list[Hit] = []
-        self._sockets: set[socket.socket] = set()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self.serve_forever, kwargs={"poll_interval": 0.05},
-                                        daemon=True)
-
-    def __enter__(self) -> RecordingServer:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.stopping.set()
-        self.shutdown()
-        with self._lock:
-            sockets = list(self._sockets)
-        for sock in sockets:
-            with contextlib.suppress(OSError):
-                sock.shutdown(socket.SHUT_RDWR)
-        self.server_close()
-
-    def process_request(self, request: Any, client_address: Any) -> None:
-        with self._lock:
-            self._sockets.add(request)
-        super().process_request(request, client_address)
-
-    def shutdown_request(self, request: Any) -> None:
-        with self._lock:
-            self._sockets.discard(request)
-        super().shutdown_request(request)
-
-    def record(self, hit: Hit) -> None:
-        with self._lock:
-            self._hits.append(hit)
+    def respond(self, request: RequestView) -> Route:
+        return self.routes.get(request.target.split("?", 1)[0], NOT_FOUND)
 
     @property
     def hits(self) -> list[Hit]:
-        """Requests by arrival, once all have finished (a handler may end after the client has
-        its response) or after 2 s."""
-        limit = time.monotonic() + 2.0
-        while True:
-            with self._lock:
-                hits = sorted(self._hits, key=lambda h: h.start)
-            if all(h.end for h in hits) or time.monotonic() > limit:
-                return hits
-            time.sleep(0.005)
-
-    def pause(self, seconds: float) -> None:
-        self.stopping.wait(seconds)
+        """Requests by arrival, once all have been answered (a raw handler may still be writing
+        when the client has given up) or after 2 s."""
+        self.servers.settle(2.0)
+        return self.servers.hits(self.base)
 
     @property
     def address(self) -> str:
-        return self.server_address[0]
+        return self.netloc.rsplit(":", 1)[0]
 
     @property
     def netloc(self) -> str:
-        return f"{self.address}:{self.server_port}"
+        return self.base.split("//", 1)[1]
 
     def url(self, path: str) -> str:
-        return canonicalize_url(f"http://{self.netloc}{path}")
+        return canonicalize_url(f"{self.base}{path}")
 
 
-# Routes. Each returns a function that writes one response.
-
-def not_found(h: _Handler) -> None:
-    h.respond(404, [("Content-Type", "text/html")], b"<h1>not found</h1>")
-
+# Routes.
 
 def page(body: bytes, ctype: str = "text/html; charset=utf-8", status: int = 200,
-         headers: Sequence[tuple[str, str]] = (), delay: float = 0.0) -> Route:
-    def route(h: _Handler) -> None:
-        h.server.pause(delay)
-        h.respond(status, [("Content-Type", ctype), *headers], body)
-    return route
+         headers: Sequence[tuple[str, str]] = (), delay: float = 0.0,
+         compress: bool | None = None) -> Reply:
+    return Reply(status, body, ctype, tuple(headers), delay, compress)
 
 
-def redirect(location: str, status: int = 302) -> Route:
+def redirect(location: str, status: int = 302) -> Reply:
     return page(b"moved", status=status, headers=[("Location", location)])
 
 
-def trickle(ctype: str, total: int, chunk: int, interval: float) -> Route:
+def trickle(ctype: str, total: int, chunk: int, interval: float) -> RawHandler:
     """Announces ``total`` bytes and sends them ``chunk`` at a time every ``interval`` s."""
-    def route(h: _Handler) -> None:
-        h.send_response(200)
-        h.send_header("Content-Type", ctype)
-        h.send_header("Content-Length", str(total))
-        h.end_headers()
-        while h.hit.sent < total and not h.server.stopping.is_set():
-            h.write(b"x" * min(chunk, total - h.hit.sent))
-            h.server.pause(interval)
+    async def route(wire: Wire) -> None:
+        await wire.start(200, [("Content-Type", ctype)], length=total)
+        while wire.sent < total:
+            await wire.write(b"x" * min(chunk, total - wire.sent))
+            await asyncio.sleep(interval)
     return route
 
 
-def hang_up(h: _Handler) -> None:
+async def hang_up(wire: Wire) -> None:
     """Closes the connection without a response."""
-    h.close_connection = True
+    wire.hang_up()
 
 
-def short_body(h: _Handler) -> None:
+async def short_body(wire: Wire) -> None:
     """Announces 1000 bytes, sends 100 and closes."""
-    h.respond(200, [("Content-Type", "text/html")], b"x" * 100, length=1000)
-    h.close_connection = True
+    await wire.start(200, [("Content-Type", "text/html")], length=1000)
+    await wire.write(b"x" * 100)
+    wire.hang_up()
+
+
+@contextlib.contextmanager
+def serving() -> Iterator[Callable[..., RoutedSite]]:
+    """Yields ``start(routes, address="127.0.0.1", coding="gzip")``, which starts a site; all
+    stop at the end."""
+    with LoggedServers() as servers:
+        def start(routes: Mapping[str, Route], address: str = "127.0.0.1",
+                  coding: str | None = "gzip") -> RoutedSite:
+            site = RoutedSite(servers, routes)
+            site.base = servers.serve(address, site.respond, coding=coding)
+            return site
+        yield start
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., RecordingServer]]:
-    """Starts ``RecordingServer(routes, address)`` on demand; all are stopped after the test."""
-    with contextlib.ExitStack() as stack:
-        yield lambda routes, address="127.0.0.1": stack.enter_context(
-            RecordingServer(routes, address))
+def serve() -> Iterator[Callable[..., RoutedSite]]:
+    """Starts ``RoutedSite``s on demand (see ``serving``); all are stopped after the test."""
+    with serving() as start:
+        yield start
 
 
 def refused_url() -> str:
@@ -263,7 +175,7 @@ def fetch_one(url: str, config: FetchConfig = CONFIG) -> FetchResult:
 
 def test_html_page_is_stored_as_sent(serve):
     html = "<html><title>Été</title><body>ok</body></html>".encode()
-    server = serve({"/": page(html, headers=[("X-Test", "yes")])})
+    server = serve({"/": page(html, headers=[("X-Test", "yes")])}, coding=None)
     result = fetch_one(server.url("/"))
     assert result.outcome == OUTCOME_FETCHED
     assert (result.status, result.reason, result.http_version) == (200, "OK", "1.1")
@@ -277,14 +189,20 @@ def test_html_page_is_stored_as_sent(serve):
     assert server.hits[0].headers["user-agent"] == CONFIG.user_agent
 
 
-def test_gzip_body_stays_compressed(serve):
-    compressed = gzip.compress(b"<html><body>" + b"gzip me " * 500 + b"</body></html>")
-    server = serve({"/gz": page(compressed, headers=[("Content-Encoding", "gzip")])})
-    result = fetch_one(server.url("/gz"))
+@pytest.mark.parametrize("coding", ["gzip", "deflate"])
+def test_a_compressed_body_is_stored_as_sent(serve, coding):
+    html = b"<html><body>" + b"compress me " * 500 + b"</body></html>"
+    server = serve({"/z": page(html)}, coding=coding)
+    result = fetch_one(server.url("/z"))
+    (hit,) = server.hits
+    assert "gzip" in hit.headers["accept-encoding"] and hit.content_encoding == coding
     assert result.outcome == OUTCOME_FETCHED
-    assert result.body == compressed and result.content_length == len(compressed)
-    assert ("Content-Encoding", "gzip") in result.headers
-    assert "gzip" in server.hits[0].headers["accept-encoding"]
+    assert result.body == encode_body(html, coding) and len(result.body) < len(html) // 10
+    assert hashlib.sha1(result.body).hexdigest() == hit.sent_sha1
+    assert result.content_length == len(result.body)
+    assert ("Content-Encoding", coding) in result.headers
+    assert ("Transfer-Encoding", "chunked") in result.headers
+    assert not any(name == "Content-Length" for name, _ in result.headers)
 
 
 @pytest.mark.parametrize("ctype", ["image/png", "application/pdf"])
@@ -319,7 +237,7 @@ def test_error_status_html_is_not_stored(serve, status):
                                                  (300_000, True)])
 def test_body_is_capped_at_max_body_bytes(serve, size, truncated):
     body = bytes(i % 251 for i in range(size))
-    server = serve({"/p": page(body)})
+    server = serve({"/p": page(body, compress=False)})  # the cap counts bytes on the wire
     result = fetch_one(server.url("/p"), dataclasses.replace(CONFIG, max_body_bytes=1000))
     assert result.outcome == OUTCOME_FETCHED and result.truncated is truncated
     assert result.body == body[:1000] and result.content_length == min(size, 1000)
@@ -332,7 +250,7 @@ def test_same_host_redirects_are_followed(serve):
     assert result.outcome == OUTCOME_FETCHED and result.body == b"<p>target</p>"
     assert result.redirects == (server.url("/a"), server.url("/b"))
     assert result.final_url == server.url("/c?x=1") and result.request.url == server.url("/a")
-    assert [h.path for h in server.hits] == ["/a", "/b", "/c"]
+    assert [h.path for h in server.hits] == ["/a", "/b", "/c?x=1"]
 
 
 def test_redirect_chain_up_to_max_redirects_is_followed(serve):

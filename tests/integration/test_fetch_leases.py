@@ -7,7 +7,6 @@ way a site operator would see it. The servers and helpers are ``test_fetch``'s.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Iterator
@@ -16,15 +15,17 @@ from itertools import pairwise
 import aiohttp
 import pytest
 
+from pipeline.served_coding import encode_body
 from pipeline.server_log import max_concurrency
 from tests.integration.test_fetch import (
     CONFIG,
-    RecordingServer,
+    RoutedSite,
     make_lease,
     page,
     redirect,
     refused_url,
     run_leases,
+    serving,
 )
 from transforms.fetch import FetchConfig, Lease, LeaseOutcome
 from transforms.fetch_service import FetchService, run_lease, shared_fetch_service
@@ -32,17 +33,17 @@ from transforms.records import OUTCOME_FETCHED, OUTCOME_REDIRECT
 
 TOLERANCE = 0.02  # clock and socket noise between our timestamps and the server's
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
+ROBOTS_GZ = encode_body(ROBOTS, "gzip")  # as the servers send it: text, over 20 bytes
 
 
 @pytest.fixture
-def serve() -> Iterator[Callable[..., RecordingServer]]:
-    """Starts ``RecordingServer(routes, address)`` on demand; all are stopped after the test."""
-    with contextlib.ExitStack() as stack:
-        yield lambda routes, address="127.0.0.1": stack.enter_context(
-            RecordingServer(routes, address))
+def serve() -> Iterator[Callable[..., RoutedSite]]:
+    """Starts ``RoutedSite``s on demand (``test_fetch.serving``); all stop after the test."""
+    with serving() as start:
+        yield start
 
 
-def site(serve, n: int = 5, delay: float = 0.0) -> RecordingServer:
+def site(serve, n: int = 5, delay: float = 0.0) -> RoutedSite:
     """A server with pages ``/p0`` ... ``/p{n-1}``, each answered after ``delay`` seconds."""
     return serve({f"/p{i}": page(f"<p>{i}</p>".encode(), delay=delay) for i in range(n)})
 
@@ -160,7 +161,9 @@ def test_robots_lease_follows_a_same_host_redirect_then_fetches(serve):
     lease = make_lease([server.url("/p")], delay=d, robots_url=server.url("/robots.txt"))
     (outcome,) = run_leases([lease])
     assert outcome.robots is not None
-    assert (outcome.robots.status, outcome.robots.body, outcome.robots.error) == (200, ROBOTS, "")
+    assert (outcome.robots.status, outcome.robots.body, outcome.robots.error) == (
+        200, ROBOTS_GZ, "")
+    assert outcome.robots.content_encoding == "gzip"
     assert [r.outcome for r in outcome.results] == [OUTCOME_FETCHED]
     hits = server.hits
     assert [h.path for h in hits] == ["/robots.txt", "/real-robots.txt", "/p"]
@@ -194,7 +197,7 @@ def test_robots_redirect_loop_and_size_cap_with_run_lease(serve):
     assert len(server.hits) == 6  # the first request and five redirects (RFC 9309 2.3.1.2)
     capped = run_direct(make_lease([], robots_url=server.url("/r2")), config)
     assert capped.robots is not None and (capped.robots.status, capped.robots.body) == (
-        503, ROBOTS[:10])
+        503, ROBOTS_GZ[:10])  # the cap counts bytes on the wire
 
 
 def test_poll_reports_running_then_done_once_then_unknown(serve):

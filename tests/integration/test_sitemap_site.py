@@ -65,6 +65,15 @@ def test_each_sitemap_row_records_what_it_listed_and_dropped(crawled: SitemapCra
         assert CONTENT_FAMILY not in _row(crawled, path)  # sitemaps are not stored
 
 
+def test_robots_txt_and_the_plain_sitemaps_went_out_gzip_compressed(
+        crawled: SitemapCrawl) -> None:
+    """So the rows above prove the crawler decoded them (the index is a .gz file as is)."""
+    sent = {h.path: h.content_encoding for h in crawled.site.hits()}
+    assert sent["/robots.txt"] == "gzip", sent
+    assert sent["/sitemaps/pages.xml"] == sent["/sitemaps/more.txt"] == "gzip", sent
+    assert sent["/sitemaps/index.xml.gz"] == "", sent
+
+
 def test_sitemap_priorities_reach_the_queue(crawled: SitemapCrawl) -> None:
     first, second = (int(_row(crawled, p)[SCHEDULE_FAMILY]["priority"]) for p in SITEMAP_ONLY[:2])
     assert first > second, (first, second)

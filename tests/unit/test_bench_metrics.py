@@ -112,6 +112,9 @@ def test_nginx_config_serves_each_site_with_its_robots_and_the_ms_log(tmp_path):
     assert f"alias {tmp_path}/run/s.robots.txt;" in conf
     assert f"alias {tmp_path}/run/s.sitemap.xml;" in conf
     assert "log_format bench" in conf and f"access_log {tmp_path}/run/access.log bench;" in conf
+    assert "gzip on;" in conf and "gzip_vary on;" in conf
+    gzip_types = next(line for line in conf.splitlines() if "gzip_types" in line)
+    assert {"text/plain", "text/xml", "application/xml"} <= set(gzip_types.strip(" ;").split())
 
 
 def run(crawler: str, regime: str, pages: int, crawl_s: float, cpu_s: float, gap: float

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import gzip
+import hashlib
 import http.client
 import json
 import re
@@ -12,6 +14,7 @@ import sys
 import threading
 import urllib.error
 import urllib.request
+import zlib
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from html.parser import HTMLParser
@@ -22,8 +25,7 @@ from urllib.robotparser import RobotFileParser
 import pytest
 
 from pipeline.demo_pages import MIN_PAGES, SiteSpec
-from pipeline.demo_server import find_unused_port, latency_for
-from pipeline.demo_site import DemoSite
+from pipeline.demo_site import DemoSite, find_unused_port, latency_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -202,6 +204,36 @@ def test_served_responses_match_page_body_over_one_kept_alive_connection(site: D
         connection.close()
         assert len({r.client_port for r in site.requests(host)}) == 1
         assert len(site.requests(host)) == len(paths)
+
+
+_DECODE = {"gzip": gzip.decompress, "deflate": zlib.decompress, "": bytes}
+
+
+def test_text_is_compressed_with_each_hosts_coding_for_clients_that_accept_it(
+        site: DemoSite) -> None:
+    codings = [site.spec(host).coding for host in site.hosts]
+    assert codings == ["gzip", "deflate", "gzip"]
+    for host, coding in zip(site.hosts, codings, strict=True):
+        parts = urlsplit(host)
+        connection = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
+        sent: dict[str, tuple[str, bytes]] = {}
+        for path in ("/robots.txt", "/", "/missing.html", "/old", "/img/logo.png",
+                     "/files/report.pdf"):
+            connection.request("GET", path, headers={"Accept-Encoding": "gzip, deflate"})
+            response = connection.getresponse()
+            raw = response.read()
+            got = response.getheader("Content-Encoding") or ""
+            assert _DECODE[got](raw) == site.page_body(host, path), (host, path)
+            sent[path] = got, raw
+        connection.close()
+        # gamma's robots.txt is a 404 page, and /old's 301 has an HTML body too.
+        textual = {"/robots.txt", "/", "/missing.html", "/old"}
+        assert {p for p, (got, _) in sent.items() if got} == textual, host
+        assert all(sent[p][0] == coding for p in textual), host
+        for hit in site.requests(host):
+            got, raw = sent[hit.path]
+            assert (hit.content_encoding, hit.sent_sha1) == (
+                got, hashlib.sha1(raw).hexdigest()), hit
 
 
 def test_head_sends_headers_only(site: DemoSite) -> None:
@@ -451,7 +483,9 @@ def test_request_log_records_and_jsonl(site: DemoSite, tmp_path: Path) -> None:
     assert [(line["path"], line["status"]) for line in lines] == [
         ("/", 200), ("/missing.html", 404),
     ]
-    assert set(lines[0]) == {"host", "path", "method", "start", "end", "status", "client_port"}
+    assert set(lines[0]) == {"host", "path", "method", "start", "end", "status", "client_port",
+                             "headers", "content_encoding", "sent", "sent_sha1", "aborted"}
+    assert lines[0]["headers"]["user-agent"].startswith("Python-urllib/")
     site.reset_log()
     assert site.all_requests() == []
 

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import calendar
 import contextlib
-import http.server
 import json
 import socket
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -24,6 +22,7 @@ from pipeline.explain import (
     fetch_robots_rules,
     format_explanation,
 )
+from pipeline.logged_server import LoggedServers, Reply, RequestView
 from transforms.filters import FILTER_NAMES
 from transforms.policy import DEFAULT_POLICY, parse_policy
 from transforms.robots import rules_from_response
@@ -287,42 +286,32 @@ def test_exit_code_2_on_an_unreadable_robots_file_or_negative_depth(tmp_path, fi
 
 
 @contextlib.contextmanager
-def _serve(routes: dict[str, tuple[int, dict[str, str], bytes]]) -> Iterator[tuple[str, list]]:
-    """A loopback HTTP server answering ``routes`` (path -> status, headers, body), 404 else.
-    Yields its base URL and the (path, User-Agent) of every request it got."""
-    seen: list[tuple[str, str | None]] = []
+def _serve(routes: dict[str, tuple[int, dict[str, str], bytes]]
+           ) -> Iterator[tuple[str, LoggedServers]]:
+    """A loopback site answering ``routes`` (path -> status, headers, body), 404 else; it gzips
+    text as nginx does. Yields its base URL and its servers, which log every request."""
+    def respond(request: RequestView) -> Reply:
+        status, headers, body = routes.get(request.target, (404, {}, b"not found"))
+        extra = tuple((k, v) for k, v in headers.items() if k.lower() != "content-type")
+        return Reply(status, body, headers.get("Content-Type", "text/plain"), extra)
 
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            seen.append((self.path, self.headers.get("User-Agent")))
-            status, headers, body = routes.get(self.path, (404, {}, b"not found"))
-            self.send_response(status)
-            for name, value in headers.items():
-                self.send_header(name, value)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    with LoggedServers() as servers:
+        yield servers.serve("127.0.0.1", respond), servers
 
-        def log_message(self, *args: object) -> None:
-            pass
 
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_port}", seen
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join()
+def _seen(servers: LoggedServers) -> list[tuple[str, str | None]]:
+    """The (path, User-Agent) of every request the servers got."""
+    return [(h.path, h.headers.get("user-agent")) for h in servers.hits()]
 
 
 def test_robots_txt_is_fetched_from_a_local_server_following_a_same_host_redirect():
     routes = {"/robots.txt": (301, {"Location": "/real/robots.txt"}, b""),
               "/real/robots.txt": (200, {"Content-Type": "text/plain"}, ROBOTS_TXT)}
-    with _serve(routes) as (base, seen):
+    with _serve(routes) as (base, servers):
         rules = fetch_robots_rules(base + "/any/page", timeout=5, user_agent="test-bot/1.0")
-        assert seen == [("/robots.txt", "test-bot/1.0"), ("/real/robots.txt", "test-bot/1.0")]
+        assert _seen(servers) == [("/robots.txt", "test-bot/1.0"),
+                                  ("/real/robots.txt", "test-bot/1.0")]
+        assert servers.hits(path="/real/robots.txt")[0].content_encoding == "gzip"
     assert rules.mode == "parsed" and rules.status == 200
     assert not rules.allows(base + "/private/x", "test-bot")
     assert rules.crawl_delay("test-bot") == 0.5
@@ -337,10 +326,10 @@ def test_robots_txt_is_fetched_from_a_local_server_following_a_same_host_redirec
      404, "cross-host redirect"),
 ])
 def test_robots_fetch_outcomes_follow_rfc_9309(routes, mode, status, error):
-    with _serve(routes) as (base, seen):
+    with _serve(routes) as (base, servers):
         rules = fetch_robots_rules(base + "/", timeout=5)
     assert (rules.mode, rules.status, rules.error) == (mode, status, error)
-    assert len(seen) == (6 if error == "too many redirects" else 1)
+    assert len(servers.hits()) == (6 if error == "too many redirects" else 1)
 
 
 def test_an_unreachable_host_disallows_all():
@@ -357,10 +346,10 @@ def test_an_unreachable_host_disallows_all():
 
 def test_the_command_fetches_robots_txt_without_robots_file(capsys):
     routes = {"/robots.txt": (200, {}, b"User-agent: *\nDisallow: /no/\n")}
-    with _serve(routes) as (base, seen):
+    with _serve(routes) as (base, servers):
         assert main(["explain", base + "/yes/page"]) == 0
         assert main(["explain", base + "/no/page", "--json"]) == 1
-        assert [ua for _, ua in seen] == [DEFAULT_USER_AGENT] * 2
+        assert [ua for _, ua in _seen(servers)] == [DEFAULT_USER_AGENT] * 2
     data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert data["robots"]["source"] == "fetched" and data["robots"]["status"] == 200
     assert data["verdict"] == "would NOT be crawled: robots.txt: disallowed for beam-crawler"
