@@ -34,6 +34,7 @@ from pipeline import local_pubsub, local_tuning
 from pipeline.crawl_status import host_busy
 from pipeline.graph import build_pipeline
 from pipeline.options import CrawlerOptions
+from transforms import fetch_service
 from transforms.records import HostStats
 from transforms.schema import HOST_FAMILY, PENDING_COLUMN
 
@@ -187,11 +188,22 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     stopping condition; prints progress."""
     local_tuning.install()
     local_tuning.tune_gc()
+    fetch_service.resume_leases()  # a run stopped earlier in this process paused them
     if options.uses_native_pubsub():
         local_pubsub.install()
     p = beam.Pipeline(options=options)
     build_pipeline(p, options)
     return _drive(p.run(), options, out, poll_seconds)
+
+
+def _drain(warc_roll_seconds: float, timeout: float = 60.0) -> None:
+    """Stops new leases, waits for those out, then for the last WARC files and rows to land,
+    so the tables hold everything fetched (a later job fetches none of it again)."""
+    fetch_service.pause_leases()
+    limit = time.monotonic() + timeout
+    while fetch_service.leases_in_flight() and time.monotonic() < limit:
+        time.sleep(0.1)
+    time.sleep(warc_roll_seconds + 2)
 
 
 def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) -> RunSummary:
@@ -251,7 +263,7 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
             last_snapshot, last_change = snapshot, now
         if o["max_pages"] and totals["fetched"] >= o["max_pages"]:
             reason = f"reached --max_pages {o['max_pages']}"
-            time.sleep(o["warc_roll_seconds"] + 1)  # let the last WARC files and rows land
+            _drain(o["warc_roll_seconds"])
             break
         if totals.hosts and totals.idle and now - last_change >= o["idle_timeout"]:
             reason = (f"idle for {o['idle_timeout']:.0f} s (quiescent: nothing queued, nothing "

@@ -180,6 +180,28 @@ class FetchService:
 
 _SERVICES: dict[FetchConfig, FetchService] = {}
 _SERVICES_LOCK = threading.Lock()
+_PAUSED = threading.Event()
+
+
+def pause_leases() -> None:
+    """Stops new leases in this process (a local run about to stop: what is fetched from now
+    on is what it can still write, so a new job finds the tables up to date)."""
+    _PAUSED.set()
+
+
+def resume_leases() -> None:
+    _PAUSED.clear()
+
+
+def leases_paused() -> bool:
+    return _PAUSED.is_set()
+
+
+def leases_in_flight() -> int:
+    """Leases and reads not finished yet, over every service of the process."""
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    return sum(s.in_flight for s in services)
 
 
 def shared_fetch_service(config: FetchConfig) -> FetchService:

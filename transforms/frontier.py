@@ -64,7 +64,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.fetch_service import shared_fetch_service
+from transforms.fetch_service import leases_paused, shared_fetch_service
 from transforms.frontier_cells import FrontierCells
 from transforms.frontier_context import Effects, FrontierConfig, IoRequest
 from transforms.frontier_state import JOB_REBUILD
@@ -170,7 +170,7 @@ class _HostFrontierFn(beam.DoFn):
         core = cells.core(self._config, key)
         if core.new_state:  # a timer of a key whose state was dropped: nothing to collect
             return
-        effects = core.on_timer(self._service.poll, now)
+        effects = core.on_timer(self._service.poll, now, not leases_paused())
         yield from self._carry_out(key, core, effects, cells, timer, now)
 
     # -- the shell ---------------------------------------------------------------------------

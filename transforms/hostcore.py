@@ -102,8 +102,9 @@ class HostCore:
 
     # -- the key's timer -------------------------------------------------------------------
 
-    def on_timer(self, poll: Poll, now: float) -> Effects:
-        """Collects finished reads and leases, then starts the next step or waits."""
+    def on_timer(self, poll: Poll, now: float, leases_allowed: bool = True) -> Effects:
+        """Collects finished reads and leases, then starts the next step or waits (no new
+        lease when ``leases_allowed`` is False: the process is stopping)."""
         ctx, hs, fx = self.ctx, self.ctx.state, self.ctx.effects
         hs.timer_at = None
         if hs.arrivals:
@@ -117,7 +118,7 @@ class HostCore:
             merge_arrivals(ctx, arrivals)
         if hs.lease is None:
             maybe_refill(ctx, now)
-            plan(ctx, now)
+            plan(ctx, now, leases_allowed)
         self._finish(now, timer=True)
         return fx
 

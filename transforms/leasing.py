@@ -71,9 +71,14 @@ def start_io(ctx: HostContext, request: IoRequest, now: float) -> None:
     ctx.counters[f"io_{request.kind}"] += 1
 
 
-def plan(ctx: HostContext, now: float) -> None:
-    """Steps 3 and 4 for a key with no lease out."""
+def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
+    """Steps 3 and 4 for a key with no lease out; with ``allowed`` False (the process is
+    stopping) no lease starts and the key looks again in a second."""
     hs, cfg, fx = ctx.state, ctx.config, ctx.effects
+    if not allowed:
+        if ctx.head:
+            fx.wake(now + 1.0)
+        return
     if not ctx.head:
         if hs.io is None and hs.index_exhausted:
             fx.wake(hs.next_eligible_at)
