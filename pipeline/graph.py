@@ -6,10 +6,11 @@
       -> HostFrontier        politeness, robots.txt, dedup, leases that fetch; writes its
                              decisions (``queued`` rows, the frontier index) itself
       -> ExtractLinks        HTML -> title, outlinks; cross-host redirects
+      -> PublishLinks        the links, by host, to the Pub/Sub frontier topic (the loop);
+                             only then the results they came from move on
       -> WriteWarc           pages -> WARC/1.1 files on GCS
       -> webtable rows (pages, unstored fetches) -> Bigtable, then their index entries deleted
       -> host counters -> Bigtable
-      -> BatchLinksByHost -> PublishLinks (Pub/Sub frontier topic: the loop)
       -> Acknowledge         messages whose URLs are recorded (sources that leave it to us)
 
 Step labels are explicit and stable: Dataflow's ``--update`` matches steps by label.
@@ -17,10 +18,11 @@ Step labels are explicit and stable: Dataflow's ``--update`` matches steps by la
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.gcp.pubsub import ReadFromPubSub, WriteToPubSub
+from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
 from pipeline.options import CrawlerOptions
 from transforms.acks import AcknowledgeMessages
@@ -29,8 +31,9 @@ from transforms.extract import ExtractLinks
 from transforms.frontier import HostFrontier
 from transforms.frontier_store import StoreSpec
 from transforms.ingest import ReadCrawlRequests
-from transforms.loop import BatchLinksByHost
+from transforms.loop import Publish, PublishLinks
 from transforms.pubsub_source import PullFromPubSub
+from transforms.records import Discovered
 from transforms.rows import host_row
 from transforms.storage import WriteRows, dead_letter_write, fetch_write, page_write
 from transforms.wake import WakePendingKeys
@@ -45,7 +48,7 @@ class CrawlOutputs(NamedTuple):
     stats: beam.PCollection  # HostStats
     stored: beam.PCollection  # StoredPage, pages with their WARC location
     unstored: beam.PCollection  # FetchResult without stored body (errors, non-HTML, redirects)
-    links: beam.PCollection  # CrawlRequest: links, cross-host redirects, sitemaps, other hosts
+    discovered: beam.PCollection  # Discovered: links (published to the loop) and their result
     dead_letters: beam.PCollection  # DeadLetter
     acks: beam.PCollection  # AckToken: messages whose URLs the frontier recorded
 
@@ -60,12 +63,15 @@ def store_spec(options: CrawlerOptions) -> BigtableStoreSpec:
 
 class CrawlCore(beam.PTransform):
     """Frontier messages -> everything the crawl produces; the frontier writes its own
-    decisions to ``store``, no other sink is attached."""
+    decisions to ``store`` and the discovered links go to the frontier topic (the loop); the
+    other sinks are attached by ``build_pipeline``."""
 
-    def __init__(self, options: CrawlerOptions, store: StoreSpec) -> None:
+    def __init__(self, options: CrawlerOptions, store: StoreSpec,
+                 publisher: Callable[[str], Publish] | None = None) -> None:
         super().__init__()
         self._options = options
         self._store = store
+        self._publisher = publisher
 
     def expand(self, messages: beam.PCollection) -> CrawlOutputs:
         crawler = self._options.view_as(CrawlerOptions)
@@ -78,14 +84,18 @@ class CrawlCore(beam.PTransform):
         frontier = work | "HostFrontier" >> HostFrontier(frontier_config, self._store)
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
             frontier_config.robots_agent, frontier_config.fetch.max_body_bytes)
-        stored = extract.pages | "WriteWarc" >> WriteWarc(
+        discovered = ((extract.discovered,
+                       frontier.discovered | "OtherKeysSitemaps" >> beam.Map(
+                           lambda request: Discovered((request,), None)))
+                      | "AllDiscoveredRequests" >> beam.Flatten())
+        released = discovered | "PublishLinks" >> PublishLinks(crawler.frontier_topic,
+                                                               self._publisher)
+        stored = released.pages | "WriteWarc" >> WriteWarc(
             crawler.warc_prefix, crawler.warc_roll_bytes, crawler.warc_roll_seconds,
             crawler.warc_shards)
-        links = ((extract.links, frontier.discovered)
-                 | "AllDiscoveredRequests" >> beam.Flatten())
         acks = (frontier.acks, ingest.acks) | "RecordedMessages" >> beam.Flatten()
         return CrawlOutputs(frontier.fetched, frontier.outcomes, frontier.stats, stored,
-                            extract.unstored, links, ingest.dead_letters, acks)
+                            released.unstored, discovered, ingest.dead_letters, acks)
 
 
 def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
@@ -108,8 +118,6 @@ def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
          | "WriteHosts" >> WriteRows(store, crawler.hosts_table))
     letters_recorded = (outputs.dead_letters | "DeadLetterRows" >> beam.Map(dead_letter_write)
                         | "WriteDeadLetters" >> WriteRows(store, crawler.deadletter_table))
-    _ = (outputs.links | "BatchLinksByHost" >> BatchLinksByHost()
-         | "PublishLinks" >> WriteToPubSub(crawler.frontier_topic, with_attributes=True))
     _ = ((outputs.acks, letters_recorded) | "AllRecordedMessages" >> beam.Flatten()
          | "Acknowledge" >> AcknowledgeMessages(crawler.input_subscription))
     return outputs

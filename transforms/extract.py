@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -27,6 +27,7 @@ from transforms.records import (
     OUTCOME_NOT_STORED,
     SITEMAP_KINDS,
     CrawlRequest,
+    Discovered,
     FetchResult,
     ParsedPage,
 )
@@ -37,8 +38,6 @@ from transforms.urls import InvalidUrl, canonicalize_url
 from transforms.warc import payload_checksum
 
 METRICS_NAMESPACE = "crawler"
-LINKS_TAG = "links"
-UNSTORED_TAG = "unstored"
 DEFAULT_MAX_DECODED_BYTES = 10 * 1024 * 1024  # --max_body_bytes' default
 UNDECODED = "body not decoded"  # f:detail prefix of a body whose content-coding failed
 
@@ -146,20 +145,20 @@ class _ExtractFn(beam.DoFn):
         self._sitemap_out_of_scope = Metrics.counter(METRICS_NAMESPACE, "sitemap_out_of_scope")
         self._undecodable = Metrics.counter(METRICS_NAMESPACE, "bodies_undecodable")
 
-    def process(self, result: FetchResult) -> Iterator[Any]:
+    def process(self, result: FetchResult) -> Iterator[Discovered]:
         if result.request.kind in SITEMAP_KINDS and result.body is not None:
-            yield from self._sitemap(result)
+            yield self._sitemap(result)
             return
+        links: list[CrawlRequest] = []
         if result.redirect_to is not None:
             self._redirects.inc()
             request = result.request
-            yield beam.pvalue.TaggedOutput(LINKS_TAG, CrawlRequest(
-                result.redirect_to, request.depth, request.priority, request.url))
-        for request in outlink_requests(result, result.links):
-            self._links.inc()
-            yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
+            links.append(CrawlRequest(result.redirect_to, request.depth, request.priority,
+                                      request.url))
+        links += outlink_requests(result, result.links)
         if result.body is None:
-            yield beam.pvalue.TaggedOutput(UNSTORED_TAG, result)
+            self._links.inc(len(links))
+            yield Discovered(tuple(links), result)
             return
         page, requests = parse_page(result, self._user_agent, self._max_body_bytes)
         if UNDECODED in page.fetch.detail:
@@ -169,14 +168,12 @@ class _ExtractFn(beam.DoFn):
             self._nofollow.inc()
         if page.noindex:
             self._noindex.inc()
-        self._links.inc(len(requests))
-        yield page
-        for request in requests:
-            yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
+        links += requests
+        self._links.inc(len(links))
+        yield Discovered(tuple(links), page)
 
-
-    def _sitemap(self, result: FetchResult) -> Iterator[Any]:
-        """A fetched sitemap: its child sitemaps or pages to the frontier, and its row with a
+    def _sitemap(self, result: FetchResult) -> Discovered:
+        """A fetched sitemap: its child sitemaps or pages for the frontier, and its row with a
         summary of what it listed and dropped (the sitemap itself is not stored)."""
         outcome = read_sitemap(result)
         if UNDECODED in outcome.detail:
@@ -184,20 +181,19 @@ class _ExtractFn(beam.DoFn):
         self._sitemaps.inc()
         self._sitemap_urls.inc(len(outcome.requests))
         self._sitemap_out_of_scope.inc(outcome.out_of_scope)
-        for request in outcome.requests:
-            yield beam.pvalue.TaggedOutput(LINKS_TAG, request)
-        yield beam.pvalue.TaggedOutput(UNSTORED_TAG, dataclasses.replace(
+        return Discovered(outcome.requests, dataclasses.replace(
             result.without_body(), outcome=OUTCOME_NOT_STORED, detail=outcome.detail))
 
 
 class ExtractOutputs(NamedTuple):
-    pages: beam.PCollection  # ParsedPage (body still attached, for the WARC writer)
-    links: beam.PCollection  # CrawlRequest
-    unstored: beam.PCollection  # FetchResult without a stored body (errors, non-HTML, redirects)
+    # Each result with the links it yields: a ParsedPage (body still attached, for the WARC
+    # writer) or a FetchResult that is not stored (errors, non-HTML, redirects, sitemaps).
+    discovered: beam.PCollection  # Discovered
 
 
 class ExtractLinks(beam.PTransform):
-    """FetchResults -> parsed pages, discovered links, and results that are not stored.
+    """FetchResults -> each with the links it yields (``Discovered``): a parsed page, or the
+    result itself when it is not stored.
 
     ``user_agent`` selects the crawler-specific robots meta names and X-Robots-Tag forms;
     ``max_body_bytes`` caps a page's decoded size, as the fetch caps its size on the wire.
@@ -210,7 +206,5 @@ class ExtractLinks(beam.PTransform):
         self._max_body_bytes = max_body_bytes
 
     def expand(self, results: beam.PCollection) -> ExtractOutputs:
-        outputs = results | "ParseHtml" >> beam.ParDo(
-            _ExtractFn(self._user_agent, self._max_body_bytes)).with_outputs(
-                LINKS_TAG, UNSTORED_TAG, main="pages")
-        return ExtractOutputs(outputs.pages, outputs[LINKS_TAG], outputs[UNSTORED_TAG])
+        return ExtractOutputs(results | "ParseHtml" >> beam.ParDo(
+            _ExtractFn(self._user_agent, self._max_body_bytes)))

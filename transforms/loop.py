@@ -1,15 +1,25 @@
-"""``BatchLinksByHost``: discovered links -> frontier messages, many URLs of one host each.
+"""``PublishLinks``: the crawl loop. Discovered links -> the frontier topic, many URLs of one
+host per message; then the results they came from move on to be recorded.
 
-Grouping happens within a bundle (no shuffle, no window): links are buffered per host and flushed
-as one message per host (at most 1,000 URLs) at the end of the bundle, with exact duplicates inside
-the bundle removed. The frontier deduplicates across bundles. The pipeline publishes the messages
-to the frontier topic, which closes the crawl loop (Beam graphs are acyclic).
+Grouping happens within a bundle (no shuffle, no window): the bundle's links are grouped by
+host, exact duplicates removed, and published as one message per host (at most 1,000 URLs).
+The frontier deduplicates across bundles. Beam graphs are acyclic; the topic closes the loop.
+
+Order matters for durability. A result's links are published, and Pub/Sub has acknowledged
+the publish, before the result is released downstream to its WARC record and its webtable row.
+So once a URL's row says it is done, the links it yields are safe in the topic: a crash at any
+point either loses the row (the URL is fetched again) or nothing. The price is at most one
+bundle of latency, which the links would wait anyway.
+
+    Discovered(links, page) -> bundle ends -> messages published -> publish acknowledged
+      -> page released (to WriteWarc) / fetch result released (to its row)
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
@@ -19,13 +29,17 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.messages import chunk, encode_requests
-from transforms.records import CrawlRequest
+from transforms.records import CrawlRequest, Discovered, FetchResult, ParsedPage
 from transforms.urls import politeness_key
 
 METRICS_NAMESPACE = "crawler"
+PAGES_TAG = "pages"
+UNSTORED_TAG = "unstored"
+PUBLISH_TIMEOUT = 60.0  # seconds to wait for Pub/Sub to take a bundle's messages
+FLUSH_LINKS = 5000  # publish mid-bundle once this many links are waiting
 
 
-def link_messages(requests: list[CrawlRequest]) -> list[PubsubMessage]:
+def link_messages(requests: Iterable[CrawlRequest]) -> list[PubsubMessage]:
     """Groups requests by host into frontier messages (pure apart from the message type)."""
     by_host: dict[str, dict[str, CrawlRequest]] = defaultdict(dict)
     for request in requests:
@@ -38,27 +52,85 @@ def link_messages(requests: list[CrawlRequest]) -> list[PubsubMessage]:
     return messages
 
 
-class _BatchByHostFn(beam.DoFn):
+Publish = Callable[[list[PubsubMessage]], None]
+
+
+class PubsubPublisher:
+    """Publishes messages to a topic and waits until Pub/Sub has them all."""
+
+    def __init__(self, topic: str) -> None:
+        from google.cloud import pubsub_v1
+
+        self._topic = topic
+        self._client = pubsub_v1.PublisherClient()
+
+    def __call__(self, messages: list[PubsubMessage]) -> None:
+        futures = [self._client.publish(self._topic, m.data, **(m.attributes or {}))
+                   for m in messages]
+        for future in futures:
+            future.result(timeout=PUBLISH_TIMEOUT)
+
+
+class _PublishThenReleaseFn(beam.DoFn):
+    def __init__(self, topic: str, publisher: Callable[[str], Publish] | None) -> None:
+        self._topic = topic
+        self._publisher_factory = publisher
+
     def setup(self) -> None:
+        factory = self._publisher_factory or PubsubPublisher
+        self._publish = factory(self._topic)
         self._messages = Metrics.counter(METRICS_NAMESPACE, "link_messages_published")
+        self._links = Metrics.counter(METRICS_NAMESPACE, "links_published")
 
     def start_bundle(self) -> None:
-        self._buffer: list[CrawlRequest] = []
+        self._waiting: list[Discovered] = []
+        self._count = 0
 
-    def process(self, request: CrawlRequest) -> None:
-        self._buffer.append(request)
+    def process(self, item: Discovered) -> Iterator[Any]:
+        self._waiting.append(item)
+        self._count += len(item.links)
+        if self._count >= FLUSH_LINKS:
+            for tag, value in self._flush():
+                yield beam.pvalue.TaggedOutput(tag, value)
 
-    def finish_bundle(self) -> Iterator[WindowedValue]:
-        messages = link_messages(self._buffer)
-        self._buffer = []
-        self._messages.inc(len(messages))
+    def finish_bundle(self) -> Iterator[Any]:
         now = Timestamp.now()
-        for message in messages:
-            yield WindowedValue(message, now, (GlobalWindow(),))
+        for tag, value in self._flush():
+            yield beam.pvalue.TaggedOutput(tag, WindowedValue(value, now, (GlobalWindow(),)))
+
+    def _flush(self) -> list[tuple[str, Any]]:
+        waiting, self._waiting, self._count = self._waiting, [], 0
+        messages = link_messages(link for item in waiting for link in item.links)
+        if messages:
+            self._publish(messages)
+            self._messages.inc(len(messages))
+            self._links.inc(sum(len(item.links) for item in waiting))
+        released: list[tuple[str, Any]] = []
+        for item in waiting:
+            if isinstance(item.item, ParsedPage):
+                released.append((PAGES_TAG, item.item))
+            elif isinstance(item.item, FetchResult):
+                released.append((UNSTORED_TAG, item.item))
+        return released
 
 
-class BatchLinksByHost(beam.PTransform):
-    """CrawlRequests -> PubsubMessages grouped by host (for ``WriteToPubSub``)."""
+class Released(NamedTuple):
+    pages: beam.PCollection  # ParsedPage, its links published
+    unstored: beam.PCollection  # FetchResult not stored, its links published
 
-    def expand(self, links: beam.PCollection) -> beam.PCollection:
-        return links | "GroupInBundle" >> beam.ParDo(_BatchByHostFn())
+
+class PublishLinks(beam.PTransform):
+    """Discovered -> links published to ``topic``, then the results released (see the module
+    docstring). ``publisher`` (a factory of ``messages -> None`` given the topic) replaces
+    Pub/Sub in tests."""
+
+    def __init__(self, topic: str, publisher: Callable[[str], Publish] | None = None) -> None:
+        super().__init__()
+        self._topic = topic
+        self._publisher = publisher
+
+    def expand(self, discovered: beam.PCollection) -> Released:
+        out = discovered | "PublishThenRelease" >> beam.ParDo(
+            _PublishThenReleaseFn(self._topic, self._publisher)).with_outputs(
+                PAGES_TAG, UNSTORED_TAG)
+        return Released(out[PAGES_TAG], out[UNSTORED_TAG])

@@ -198,6 +198,16 @@ class AckToken:
     parts: int
 
 
+class Discovered(NamedTuple):
+    """What extraction makes of a fetch result: the links it yields (for the frontier) and
+    what is recorded of it (a ``ParsedPage`` to store, or a ``FetchResult`` that is not
+    stored, or None). The loop publishes the links before the result moves on, so a URL's
+    terminal row never exists before the links it yields are safe in the frontier topic."""
+
+    links: tuple[CrawlRequest, ...]
+    item: ParsedPage | FetchResult | None
+
+
 class FrontierWork(NamedTuple):
     """An element of the frontier's input: requests for one key, and the acknowledgements of
     the messages they came in (released once the requests are recorded)."""

@@ -12,7 +12,7 @@ from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
 from transforms.extract import ExtractLinks
 from transforms.ingest import ACK_ID_ATTRIBUTE, ReadCrawlRequests
-from transforms.loop import BatchLinksByHost
+from transforms.loop import PublishLinks
 from transforms.messages import decode_requests, encode_requests
 from transforms.records import (
     OUTCOME_ERROR,
@@ -20,6 +20,7 @@ from transforms.records import (
     OUTCOME_REDIRECT,
     AckToken,
     CrawlRequest,
+    Discovered,
     FetchResult,
     ParsedPage,
 )
@@ -90,30 +91,51 @@ def test_extract_links_parses_pages_and_routes_everything_else():
                    outcome=OUTCOME_ERROR)
     with TestPipeline() as p:
         out = p | beam.Create([page, not_html, redirect, error]) | ExtractLinks()
-        assert_that(out.pages | beam.Map(lambda pg: (pg.title, pg.outlinks)), equal_to([
+        pages = out.discovered | beam.Filter(lambda d: isinstance(d.item, ParsedPage))
+        assert_that(pages | beam.Map(lambda d: (d.item.title, d.item.outlinks)), equal_to([
             ("Home page", ("http://site.example/docs/a.html", "http://site.example/b",
                            "http://other.example/x"))]), label="pages")
-        assert_that(out.links | beam.Map(lambda r: (r.url, r.depth, r.discovered_from)),
+        links = out.discovered | beam.FlatMap(lambda d: d.links)
+        assert_that(links | beam.Map(lambda r: (r.url, r.depth, r.discovered_from)),
                     equal_to([
                         ("http://site.example/docs/a.html", 2, page.request.url),
                         ("http://site.example/b", 2, page.request.url),
                         ("http://other.example/x", 2, page.request.url),
                         ("http://elsewhere.example/new", 1, redirect.request.url)]),
                     label="links")
-        assert_that(out.unstored | beam.Map(lambda r: r.outcome),
+        unstored = out.discovered | beam.Filter(lambda d: isinstance(d.item, FetchResult))
+        assert_that(unstored | beam.Map(lambda d: d.item.outcome),
                     equal_to(["not_stored", OUTCOME_REDIRECT, OUTCOME_ERROR]), label="unstored")
 
 
-def test_batch_links_by_host_makes_one_message_per_host_without_duplicates():
+_PUBLISHED: list[PubsubMessage] = []
+
+
+def _recorder(topic: str):
+    return _PUBLISHED.extend
+
+
+def test_links_are_published_by_host_without_duplicates_before_their_results_move_on():
+    _PUBLISHED.clear()
     links = [CrawlRequest(f"http://h{i % 3}.example/p{i % 5}") for i in range(30)]
+    page = ParsedPage(_fetch(), "t", (), "sum")
+    items = [Discovered(tuple(links[:15]), page), Discovered(tuple(links[15:]), None),
+             Discovered((), _fetch("http://site.example/404", body=None, status=404,
+                                   outcome="not_stored"))]
     with TestPipeline() as p:
-        messages = p | beam.Create(links, reshuffle=False) | BatchLinksByHost()
-        decoded = messages | beam.Map(lambda m: (m.attributes["host"], sorted(
-            r.url for r in decode_requests(m.data))))
-        expected = {}
-        for r in links:
-            expected.setdefault(r.url.split("/")[2], set()).add(r.url)
-        assert_that(decoded, equal_to([(h, sorted(u)) for h, u in expected.items()]))
+        released = (p | beam.Create(items, reshuffle=False)
+                    | PublishLinks("projects/p/topics/t", _recorder))
+        assert_that(released.pages | beam.Map(lambda pg: pg.title), equal_to(["t"]),
+                    label="pages")
+        assert_that(released.unstored | beam.Map(lambda r: r.status), equal_to([404]),
+                    label="unstored")
+    decoded = {(m.attributes["host"], tuple(sorted(r.url for r in decode_requests(m.data))))
+               for m in _PUBLISHED}
+    expected: dict[str, set[str]] = {}
+    for r in links:
+        expected.setdefault(r.url.split("/")[2], set()).add(r.url)
+    assert decoded == {(h, tuple(sorted(u))) for h, u in expected.items()}
+    assert len(_PUBLISHED) == 3  # one message per host
 
 
 def test_write_warc_writes_records_that_read_back_exactly(tmp_path: Path):
