@@ -68,9 +68,9 @@ from transforms.fetch_service import leases_paused, shared_fetch_service
 from transforms.frontier_cells import FrontierCells
 from transforms.frontier_context import Effects, FrontierConfig, IoRequest
 from transforms.frontier_state import JOB_REBUILD
-from transforms.frontier_store import FrontierStore, StoreBatch, StoreSpec
+from transforms.frontier_store import BundleWork, FrontierStore, StoreSpec
 from transforms.hostcore import HostCore
-from transforms.records import AckToken, FrontierWork
+from transforms.records import FrontierWork
 
 METRICS_NAMESPACE = "crawler"
 OUTCOMES_TAG = "outcomes"
@@ -119,16 +119,14 @@ class _HostFrontierFn(beam.DoFn):
             close()
 
     def start_bundle(self) -> None:
-        self._writes = StoreBatch()
-        self._tokens: list[AckToken] = []
+        self._bundle = BundleWork()
 
     def finish_bundle(self) -> Iterator[Any]:
-        """Writes the bundle's decisions, then releases the acknowledgements that waited for
-        them (the runner commits the state after this returns)."""
-        if self._writes:
-            self._store.write(self._writes)
-        self._writes = StoreBatch()
-        tokens, self._tokens = self._tokens, []
+        """Writes the bundle's decisions, then starts the reads of the tables its keys asked
+        for (``BundleWork``: a refill must see the entries this bundle held, put or deleted),
+        then releases the acknowledgements that waited for the writes (the runner commits
+        the state after this returns)."""
+        tokens = self._bundle.flush(self._store.write, self._service.run)
         now = Timestamp.now()
         for token in tokens:
             yield beam.pvalue.TaggedOutput(ACKS_TAG,
@@ -181,13 +179,13 @@ class _HostFrontierFn(beam.DoFn):
         if fx.lease is not None:
             self._service.submit(fx.lease, verify=self._store.url_records)
             self._lease_size.update(len(fx.lease.requests))
-        if fx.io is not None:
-            self._service.run(fx.io.job_id, self._reader(key, fx.io))
+        if fx.io is not None:  # started once this bundle's writes are in (finish_bundle)
+            self._bundle.reads.append((fx.io.job_id, self._reader(key, fx.io)))
         if fx.wakes and hs.timer_at is not None:
             timer.set(Timestamp(hs.timer_at))
         self._state_bytes.update(cells.write(key, core, fx))
-        self._writes.extend(fx.writes)
-        self._tokens.extend(fx.tokens)
+        self._bundle.writes.extend(fx.writes)
+        self._bundle.tokens.extend(fx.tokens)
         self._flush_metrics(core.ctx.counters)
         yield from fx.results
         for outcome in fx.outcomes:

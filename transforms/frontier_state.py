@@ -41,6 +41,7 @@ PHASE_REBUILDING = "rebuilding"
 PHASE_READY = "ready"
 JOB_REBUILD = "rebuild"  # a page of the key's webtable rows (and, first, its hosts row)
 JOB_REFILL = "refill"  # the next page of the key's index
+REFILL_PASSED_CAP = 512  # URLs harvested during one refill read before its page is stale
 
 _HOST_MAGIC, _HOST_VERSION = b"HS", 1
 _HEAD_MAGIC, _HEAD_VERSION = b"HD", 1
@@ -83,12 +84,20 @@ class IoJob:
     """A read of the tables in flight for this key (run like a lease, off the runner's thread).
 
     ``kind`` is ``JOB_REBUILD`` (a page of webtable rows) or ``JOB_REFILL`` (an index page).
+
+    A refill reads the index while the key goes on: a lease may take, or finish, a URL whose
+    entry the read still returns as pending (it was read before the entry was held). ``passed``
+    holds the fingerprints (hex) of the URLs leases harvested while the read was out, so the
+    page drops them; past ``REFILL_PASSED_CAP`` of them the page is ``stale``: dropped whole and
+    read again (nothing is lost: the index still has every entry).
     """
 
     job_id: str
     kind: str
     deadline: float
     polls: int = 0
+    passed: list[str] = field(default_factory=list)
+    stale: bool = False
 
 
 @dataclass
@@ -207,7 +216,9 @@ def decode_host_state(data: bytes) -> HostState:
                              if k in backoff_fields})
     io_doc = doc.get("io")
     io = None if io_doc is None else IoJob(io_doc["job_id"], io_doc["kind"],
-                                           float(io_doc["deadline"]), int(io_doc.get("polls", 0)))
+                                           float(io_doc["deadline"]), int(io_doc.get("polls", 0)),
+                                           [str(f) for f in io_doc.get("passed", ())],
+                                           bool(io_doc.get("stale", False)))
     lease = None if doc.get("lease") is None else _lease_of(doc["lease"])
     return HostState(host=doc["host"], lease=lease, io=io,
                      counters={k: int(v) for k, v in (doc.get("counters") or {}).items()},

@@ -16,7 +16,7 @@ webtable rows, then hosts rows, then index deletions.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -57,6 +57,35 @@ class StoreBatch:
         self.rows += other.rows
         self.host_rows += other.host_rows
         self.index_deletes += other.index_deletes
+
+
+Read = Callable[[], Any]
+
+
+@dataclass
+class BundleWork:
+    """What a bundle of frontier steps leaves to do at its end, and in which order.
+
+    ``flush`` writes the bundle's ``StoreBatch`` first, then starts the reads its keys asked
+    for, then hands back the acknowledgement tokens. A read started earlier could run before
+    the bundle's own writes: a refill would then see, as pending, the entries of URLs this
+    bundle just harvested (held) or admitted, and put them in the head a second time.
+    """
+
+    writes: StoreBatch = field(default_factory=StoreBatch)
+    reads: list[tuple[str, Read]] = field(default_factory=list)
+    tokens: list[Any] = field(default_factory=list)
+
+    def flush(self, write: Callable[[StoreBatch], None],
+              start: Callable[[str, Read], None]) -> list[Any]:
+        """Writes, then starts the reads (``start(job_id, read)``); returns the tokens."""
+        if self.writes:
+            write(self.writes)
+        for job_id, read in self.reads:
+            start(job_id, read)
+        tokens = self.tokens
+        self.writes, self.reads, self.tokens = StoreBatch(), [], []
+        return tokens
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,13 @@ from transforms import recrawl, retry, schedule
 from transforms.admission import admit
 from transforms.content import header
 from transforms.frontier_context import HostContext
-from transforms.frontier_state import PHASE_READY, HeadEntry, InboxBatch
+from transforms.frontier_state import (
+    JOB_REFILL,
+    PHASE_READY,
+    REFILL_PASSED_CAP,
+    HeadEntry,
+    InboxBatch,
+)
 from transforms.leases import LeaseOutcome
 from transforms.leasing import give_back
 from transforms.records import (
@@ -40,7 +46,7 @@ from transforms.rows import iso as iso_time
 from transforms.rows import robots_host_row
 from transforms.sharding import shard_key
 from transforms.sitemap_links import robots_sitemap_requests
-from transforms.urls import politeness_key
+from transforms.urls import politeness_key, url_fingerprint
 from transforms.warc import payload_checksum
 
 _LOG = logging.getLogger(__name__)
@@ -52,6 +58,7 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
     assert lease is not None
     hs.lease = None
     ctx.effects.changed = True
+    note_passed_during_refill(ctx, lease.entries)
     if outcome.robots is not None:
         _apply_robots(ctx, outcome, now)
         if lease.robots_url is not None and ctx.robots is not None:
@@ -89,6 +96,17 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
     # request's end, so it is a floor of its own.
     hs.next_allowed_at = max(schedule.next_lease_time(outcome.last_end, ctx.delay(now), now),
                              hs.backoff.slow_until)
+
+
+def note_passed_during_refill(ctx: HostContext, entries: tuple[HeadEntry, ...]) -> None:
+    """Remembers a harvested lease's URLs on the refill read in flight, if any: the read may
+    have returned their entries before they were held (``frontier_state.IoJob``)."""
+    job = ctx.state.io
+    if job is None or job.kind != JOB_REFILL or job.stale or not entries:
+        return
+    job.passed.extend(url_fingerprint(e.request.url).hex() for e in entries)
+    if len(job.passed) > REFILL_PASSED_CAP:
+        job.passed, job.stale = [], True
 
 
 def entry_of_lease(entries: tuple[HeadEntry, ...], url: str) -> HeadEntry | None:
@@ -241,4 +259,4 @@ def _queue_sitemaps(ctx: HostContext, robots_txt_url: str, now: float) -> None:
     ctx.counters["sitemaps_queued"] += admit(ctx, own, now)
 
 
-__all__ = ["entry_of_lease", "harvest"]
+__all__ = ["entry_of_lease", "harvest", "note_passed_during_refill"]

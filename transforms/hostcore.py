@@ -134,7 +134,7 @@ class HostCore:
                 apply_rebuild_page(ctx, result, now)
             else:
                 assert isinstance(result, IndexPage)
-                apply_index_page(ctx, result, now)
+                apply_index_page(ctx, result, now, frozenset(job.passed), job.stale)
             return
         if state == "running" and now < job.deadline:
             job.polls += 1

@@ -91,16 +91,31 @@ def apply_rebuild_page(ctx: HostContext, page: RebuildPage, now: float) -> None:
     ctx.effects.changed = True
 
 
-def apply_index_page(ctx: HostContext, page: IndexPage, now: float) -> None:
-    """A refill: eligible index entries join the head (in rank order, bounded)."""
+def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
+                     passed: frozenset[str] = frozenset(), stale: bool = False) -> None:
+    """A refill: eligible index entries join the head (in rank order, bounded), except those
+    of URLs the key is fetching (its lease) or fetched while the read was out (``passed``,
+    fingerprints in hex; see ``frontier_state.IoJob``): the read may predate their hold. A
+    ``stale`` page is dropped whole and the index read again."""
     from transforms.schedule import merge_head
 
     hs = ctx.state
-    entries = [HeadEntry(e.rank, e.request, False, e.seq) for e in page.entries]
+    if stale:
+        ctx.counters["refills_stale"] += 1
+        hs.index_exhausted = False
+        return
+    busy = {e.request.url for e in hs.lease.entries} if hs.lease is not None else set()
+    entries = [HeadEntry(e.rank, e.request, False, e.seq) for e in page.entries
+               if e.request.url not in busy
+               and url_fingerprint(e.request.url).hex() not in passed]
+    if len(entries) < len(page.entries):
+        ctx.counters["refill_entries_in_flight"] += len(page.entries) - len(entries)
     head, dropped = merge_head(ctx.head, entries, ctx.config.head_size)
     taken = len(entries) - dropped
     ctx.set_head(head)
     hs.spilled = max(0, hs.spilled - taken)
+    # Entries left out are the lease's: it ends them (held, deleted) or gives them back to
+    # the head, so they do not count as index work still to read.
     hs.index_exhausted = page.exhausted and not dropped
     hs.next_eligible_at = page.next_eligible_at
     ctx.counters["urls_refilled"] += taken

@@ -18,7 +18,7 @@ from typing import Any
 from transforms.frontier_cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
 from transforms.frontier_context import Effects, FrontierConfig, IoRequest
 from transforms.frontier_state import JOB_REBUILD, HostState, decode_host_state
-from transforms.frontier_store import MemoryFrontierStore
+from transforms.frontier_store import BundleWork, MemoryFrontierStore
 from transforms.hostcore import HostCore
 from transforms.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
 from transforms.records import AckToken, CrawlRequest, FetchResult
@@ -29,8 +29,14 @@ class FrontierDriver:
     """One key, its cells, the store, and the jobs in flight (see the module docstring)."""
 
     def __init__(self, config: FrontierConfig, key: str,
-                 store: MemoryFrontierStore | None = None) -> None:
+                 store: MemoryFrontierStore | None = None, hold_reads: bool = False) -> None:
+        """With ``hold_reads``, a read the frontier starts waits for ``run_reads`` (a read
+        that is slow while the key goes on), else it runs when its bundle ends."""
         self.config, self.key = config, key
+        self.hold_reads = hold_reads
+        self.held_reads: list[tuple[str, Any]] = []
+        self.read_results: dict[str, Any] = {}
+        self.now = 0.0
         self.store = store if store is not None else MemoryFrontierStore()
         self.values = {name: MemoryCell() for name in ("host", "robots", "head", "seen")}
         self.bags = {name: MemoryBag() for name in ("arrivals", "inbox", "seen_frozen")}
@@ -50,11 +56,13 @@ class FrontierDriver:
 
     def element(self, requests: Sequence[CrawlRequest], now: float,
                 tokens: Sequence[AckToken] = ()) -> Effects:
+        self.now = max(self.now, now)
         cells = self.cells()
         core = cells.core(self.config, self.key)
         return self._carry_out(core, core.on_element(requests, tokens, now), cells, now)
 
     def timer(self, now: float) -> Effects:
+        self.now = max(self.now, now)
         cells = self.cells()
         core = cells.core(self.config, self.key)
         return self._carry_out(core, core.on_timer(self.poll, now), cells, now)
@@ -69,7 +77,8 @@ class FrontierDriver:
     def poll(self, job_id: str) -> tuple[str, Any]:
         if job_id in self.jobs:
             return "done", self.jobs.pop(job_id)
-        if any(lease.lease_id == job_id for lease in self.leases):
+        if any(lease.lease_id == job_id for lease in self.leases) or any(
+                held == job_id for held, _ in self.held_reads) or job_id in self.read_results:
             return "running", None
         return "unknown", None
 
@@ -77,15 +86,39 @@ class FrontierDriver:
                    now: float) -> Effects:
         if fx.lease is not None:
             self.leases.append(fx.lease)
+        bundle = BundleWork(fx.writes, tokens=list(fx.tokens))
         if fx.io is not None:
-            self.jobs[fx.io.job_id] = self._read(fx.io, now)
+            io = fx.io
+            # A read sees the tables as of when it runs (held reads: the driver's latest time).
+            bundle.reads.append((io.job_id, lambda: self._read(io, max(now, self.now))))
         if fx.wakes and core.state.timer_at is not None:
             self.timer_at = core.state.timer_at
         cells.write(self.key, core, fx)
-        self.store.write(fx.writes)  # what the DoFn does at the end of the bundle
-        self.acks.extend(fx.tokens)
+        # What the DoFn does at the end of the bundle: its writes, then its reads.
+        self.acks.extend(bundle.flush(self.store.write, self._start_read))
         self.effects.append(fx)
         return fx
+
+    def _start_read(self, job_id: str, read: Any) -> None:
+        if self.hold_reads:
+            self.held_reads.append((job_id, read))
+        else:
+            self.jobs[job_id] = read()
+
+    def run_reads(self, deliver: bool = True) -> int:
+        """Runs the reads held so far (``hold_reads``); returns how many. With ``deliver``
+        False their results stay out of the key's sight until ``deliver_reads`` (a read that
+        took its snapshot of the tables, then was slow to come back)."""
+        held, self.held_reads = self.held_reads, []
+        for job_id, read in held:
+            self.read_results[job_id] = read()
+        if deliver:
+            self.deliver_reads()
+        return len(held)
+
+    def deliver_reads(self) -> None:
+        self.jobs.update(self.read_results)
+        self.read_results.clear()
 
     def _read(self, io: IoRequest, now: float) -> Any:
         cfg = self.config

@@ -198,6 +198,96 @@ def test_state_written_per_element_does_not_grow_with_the_backlog():
     assert max(sizes[-10:]) < 2 * max(sizes[:10]) + 10_000
 
 
+RACE_CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1000)),
+                             max_lease_urls=2, head_size=8, refill_size=4)
+
+
+def _to_a_slow_refill(d: FrontierDriver) -> list[str]:
+    """p0..p9 queued (two beyond the head), leased two by two until the head is empty and a
+    refill read is out, held by the driver; then q0, q1 arrive and are leased while the read
+    is still out. Returns the URLs fetched so far."""
+    d.element([req(f"p{i}") for i in range(10)], now=0.0)
+    d.run_reads()
+    d.timer(0.01)  # rebuilt: the inbox is admitted
+    d.timer(0.02)  # arrivals join the head; the robots lease
+    d.answer_robots(None, status=404, at=0.03)
+    fetched: list[str] = []
+    now = 0.1
+    while d.state.io is None:
+        fx = d.timer(now)
+        fetched += [r.request.url for r in fx.results]
+        d.sink(fx)
+        if d.state.lease is not None:
+            d.answer(at=now)
+        now += 0.1
+    assert d.state.lease is None and d.state.head_size == 0 and d.held_reads
+    d.element([req("q0"), req("q1")], now=now)
+    d.timer(now + 0.01)  # q0, q1 join the head and are leased; the read is still out
+    assert [r.url for r in d.lease.requests] == [url("q0"), url("q1")]
+    return fetched
+
+
+def _finish(d: FrontierDriver, fetched: list[str], now: float, lag: int = 6) -> list[str]:
+    """Runs the key to the end; a harvest's rows become durable ``lag`` steps later (a page
+    waits for its WARC file), so a lease cannot count on them to skip a URL."""
+    waiting = []
+    for _ in range(40):
+        if d.state.lease is not None and d.lease.lease_id not in d.jobs:
+            d.answer(at=now)
+        d.run_reads()
+        fx = d.timer(now)
+        fetched += [r.request.url for r in fx.results]
+        waiting.append(fx)
+        if len(waiting) > lag:
+            d.sink(waiting.pop(0))
+        now += 0.1
+    for fx in waiting:
+        d.sink(fx)
+    return fetched
+
+
+def test_a_refill_read_never_puts_a_url_of_the_lease_out_in_the_head_again():
+    d = FrontierDriver(RACE_CONFIG, HOST, hold_reads=True)
+    fetched = _to_a_slow_refill(d)
+    d.run_reads()  # its snapshot has q0 and q1 as pending: their lease has not ended
+    d.answer(at=2.0)
+    fetched = _finish(d, fetched, 2.1)
+    assert sorted(fetched) == sorted([url(f"p{i}") for i in range(10)] + [url("q0"), url("q1")])
+    assert len(fetched) == len(set(fetched))
+
+
+def test_a_refill_read_that_comes_back_after_a_harvest_drops_what_was_harvested():
+    d = FrontierDriver(RACE_CONFIG, HOST, hold_reads=True)
+    fetched = _to_a_slow_refill(d)
+    d.run_reads(deliver=False)  # the snapshot is taken: q0 and q1 still pending in it
+    d.answer(at=2.0)
+    fx = d.timer(2.1)  # the lease is harvested before the read comes back; no rows yet
+    fetched += [r.request.url for r in fx.results]
+    assert d.state.io is not None and len(d.state.io.passed) == 2
+    d.deliver_reads()
+    fetched = _finish(d, fetched, 2.2)
+    assert sorted(fetched) == sorted([url(f"p{i}") for i in range(10)] + [url("q0"), url("q1")])
+    assert len(fetched) == len(set(fetched))
+
+
+def test_a_refill_read_outlived_by_too_many_harvests_is_read_again(monkeypatch):
+    import transforms.harvest
+
+    monkeypatch.setattr(transforms.harvest, "REFILL_PASSED_CAP", 1)
+    d = FrontierDriver(RACE_CONFIG, HOST, hold_reads=True)
+    fetched = _to_a_slow_refill(d)
+    d.run_reads(deliver=False)
+    d.answer(at=2.0)
+    fetched += [r.request.url for r in d.timer(2.1).results]
+    assert d.state.io.stale and not d.state.io.passed
+    d.deliver_reads()
+    d.timer(2.2)  # the stale page is dropped whole; a new read is started
+    assert d.state.io is not None and d.state.head_size == 0
+    fetched = _finish(d, fetched, 2.3)
+    assert sorted(fetched) == sorted([url(f"p{i}") for i in range(10)] + [url("q0"), url("q1")])
+    assert len(fetched) == len(set(fetched))
+
+
 def test_a_lost_lease_gives_its_urls_back():
     d = FrontierDriver(CONFIG, HOST)
     ready(d, req("a"))
