@@ -4,7 +4,7 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
-.PHONY: install crawl test lint down clean bench bench-stages bench-profile
+.PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -52,6 +52,14 @@ lint: $(STAMP)
 
 down: $(STAMP)
 	$(VENV)/bin/crawler local down
+
+## A local Flink session cluster (a JobManager and a TaskManager; Flink from PyPI, installed into
+## .crawler/flink on first use) for `crawler run --runner=FlinkRunner --flink_master=127.0.0.1:PORT`.
+flink-up: $(STAMP)
+	$(VENV)/bin/crawler flink up
+
+flink-down: $(STAMP)
+	$(VENV)/bin/crawler flink down
 
 clean:
 	rm -rf $(VENV) .crawler .pytest_cache .ruff_cache .mypy_cache *.egg-info

@@ -1,6 +1,7 @@
 """The ``crawler`` command: local stack, seeding, running, inspecting.
 
     crawler local up|down|status     the emulators (Pub/Sub, Bigtable, GCS) on loopback ports
+    crawler flink up|down|status     a local Flink session cluster (JobManager + TaskManager)
     crawler seed URL... [--file F]   publish crawl requests to the frontier topic
     crawler run [options]            run the streaming pipeline (locally by default)
     crawler show URL                 a URL's webtable row and WARC location
@@ -71,6 +72,32 @@ def cmd_local(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_flink(args: argparse.Namespace) -> int:
+    from pipeline import flink_cluster
+    from pipeline.flink_dist import FlinkDistError
+
+    state_dir = _state_dir(args)
+    try:
+        if args.action == "up":
+            print(flink_cluster.start_cluster(state_dir).describe())
+        elif args.action == "down":
+            stopped = flink_cluster.stop_cluster(state_dir)
+            print("stopped: " + (", ".join(stopped) if stopped else "nothing was running"))
+        elif args.action == "kill-taskmanager":  # a failure drill; `up` starts a new one
+            cluster = flink_cluster.load_cluster(state_dir)
+            if cluster is None:
+                raise flink_cluster.FlinkClusterError("no Flink cluster is running")
+            print(f"killed the TaskManager (pid {cluster.kill_taskmanager()})")
+        else:
+            running = flink_cluster.load_cluster(state_dir)
+            print(running.describe() if running else "the Flink cluster is not running")
+            return 0 if running else 1
+    except (flink_cluster.FlinkClusterError, FlinkDistError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def cmd_seed(args: argparse.Namespace) -> int:
     from pipeline.seeding import publish_seeds
 
@@ -96,12 +123,21 @@ def cmd_seed(args: argparse.Namespace) -> int:
     return 0 if report.published_urls else 1
 
 
+def _local_flink(beam_argv: list[str]) -> bool:
+    """FlinkRunner on this machine (embedded, or a local cluster): it reads the local stack."""
+    from pipeline.main import is_embedded_flink, is_local_flink_cluster
+    from pipeline.options import CrawlerOptions
+
+    options = CrawlerOptions(beam_argv)
+    return is_embedded_flink(options) or is_local_flink_cluster(options)
+
+
 def cmd_run(args: argparse.Namespace, beam_argv: list[str]) -> int:
     from pipeline.main import run
 
     stack = _use_local_stack(args)
     runner_given = any(a.startswith("--runner") for a in beam_argv)
-    if stack is not None and not runner_given:
+    if stack is not None and (not runner_given or _local_flink(beam_argv)):
         beam_argv = local_pipeline_args(stack, beam_argv)
     elif not runner_given:
         print("the local stack is not running: start it with `crawler local up`, or pass "
@@ -200,6 +236,10 @@ def build_parser() -> argparse.ArgumentParser:
     local = sub.add_parser("local", help="start/stop the local Google Cloud emulators")
     local.add_argument("action", choices=["up", "down", "status"])
 
+    flink = sub.add_parser("flink", help="start/stop a local Flink session cluster for "
+                           "--runner=FlinkRunner --flink_master=127.0.0.1:PORT")
+    flink.add_argument("action", choices=["up", "down", "status", "kill-taskmanager"])
+
     seed = sub.add_parser("seed", help="publish URLs to the frontier topic")
     seed.add_argument("urls", nargs="*")
     seed.add_argument("--file", help="file with one URL per line ('-' for stdin)")
@@ -288,7 +328,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unrecognized arguments: {' '.join(rest)}")
     else:
         handlers = {"local": cmd_local, "seed": cmd_seed, "show": cmd_show, "ls": cmd_ls,
-                    "explain": cmd_explain, "provision": cmd_provision, "status": cmd_status}
+                    "explain": cmd_explain, "provision": cmd_provision, "status": cmd_status,
+                    "flink": cmd_flink}
         try:
             code = handlers[args.command](args)
         except stack_mod.LocalStackError as exc:

@@ -1,7 +1,8 @@
 """Entry point of the pipeline: parse and validate options, build the graph, run it.
 
 Locally (DirectRunner, the default, or FlinkRunner with an embedded Flink,
-``--flink_master=[local]``) the job runs in streaming mode against whatever the Google client
+``--flink_master=[local]``, or a Flink cluster on this machine, ``--flink_master=127.0.0.1:PORT``,
+see ``pipeline.flink_submit``) the job runs in streaming mode against whatever the Google client
 libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping condition,
 with progress and a summary. On Dataflow or a remote Flink cluster the launcher returns once the
 job is submitted, unless ``--wait`` is given.
@@ -25,6 +26,7 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
+from pipeline import flink_submit
 from pipeline.graph import build_pipeline
 from pipeline.local_run import RunSummary, run_local
 from pipeline.options import CrawlerOptions
@@ -40,6 +42,13 @@ def is_embedded_flink(options: CrawlerOptions) -> bool:
     """FlinkRunner on an embedded Flink started by the runner itself (no cluster, no endpoint)."""
     return (options.view_as(StandardOptions).runner in FLINK_RUNNERS
             and options.view_as(FlinkRunnerOptions).flink_master in EMBEDDED_FLINK
+            and not options.view_as(PortableOptions).job_endpoint)
+
+
+def is_local_flink_cluster(options: CrawlerOptions) -> bool:
+    """FlinkRunner submitting to a Flink cluster on this machine (a loopback --flink_master)."""
+    return (options.view_as(StandardOptions).runner in FLINK_RUNNERS
+            and flink_submit.is_loopback_master(options.view_as(FlinkRunnerOptions).flink_master)
             and not options.view_as(PortableOptions).job_endpoint)
 
 
@@ -74,6 +83,10 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
     options.validate_crawler()
     standard = options.view_as(StandardOptions)
     standard.streaming = True
+    if is_local_flink_cluster(options):
+        options.validate_local_run()
+        with flink_submit.local_cluster_job(options):
+            return run_local(options, out)
     if standard.runner in LOCAL_RUNNERS or is_embedded_flink(options):
         options.validate_local_run()
         flink = options.view_as(FlinkRunnerOptions)
