@@ -70,6 +70,7 @@ from transforms.frontier_context import Effects, FrontierConfig, IoRequest
 from transforms.frontier_state import JOB_REBUILD
 from transforms.frontier_store import BundleWork, FrontierStore, StoreSpec
 from transforms.hostcore import HostCore
+from transforms.leases import Lease
 from transforms.records import FrontierWork
 
 METRICS_NAMESPACE = "crawler"
@@ -122,11 +123,11 @@ class _HostFrontierFn(beam.DoFn):
         self._bundle = BundleWork()
 
     def finish_bundle(self) -> Iterator[Any]:
-        """Writes the bundle's decisions, then starts the reads of the tables its keys asked
-        for (``BundleWork``: a refill must see the entries this bundle held, put or deleted),
-        then releases the acknowledgements that waited for the writes (the runner commits
-        the state after this returns)."""
-        tokens = self._bundle.flush(self._store.write, self._service.run)
+        """Writes the bundle's decisions, then starts its leases and the reads of the tables
+        its keys asked for (``BundleWork`` says why in this order), then releases the
+        acknowledgements that waited for the writes (the runner commits the state after this
+        returns)."""
+        tokens = self._bundle.flush(self._store.write, self._start_lease, self._service.run)
         now = Timestamp.now()
         for token in tokens:
             yield beam.pvalue.TaggedOutput(ACKS_TAG,
@@ -176,8 +177,8 @@ class _HostFrontierFn(beam.DoFn):
     def _carry_out(self, key: str, core: HostCore, fx: Effects, cells: FrontierCells, timer,
                    now: float) -> Iterator[Any]:
         hs = core.state
-        if fx.lease is not None:
-            self._service.submit(fx.lease, verify=self._store.url_records)
+        if fx.lease is not None:  # started once this bundle's writes are in (finish_bundle)
+            self._bundle.leases.append(fx.lease)
             self._lease_size.update(len(fx.lease.requests))
         if fx.io is not None:  # started once this bundle's writes are in (finish_bundle)
             self._bundle.reads.append((fx.io.job_id, self._reader(key, fx.io)))
@@ -194,6 +195,9 @@ class _HostFrontierFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(DISCOVERED_TAG, request)
         if fx.changed:
             yield beam.pvalue.TaggedOutput(STATS_TAG, core.stats(now))
+
+    def _start_lease(self, lease: Lease) -> None:
+        self._service.submit(lease, verify=self._store.url_records)
 
     def _reader(self, key: str, io: IoRequest) -> Callable[[], Any]:
         """The blocking read an ``IoRequest`` asks for, to run on the service's threads."""

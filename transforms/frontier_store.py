@@ -66,25 +66,34 @@ Read = Callable[[], Any]
 class BundleWork:
     """What a bundle of frontier steps leaves to do at its end, and in which order.
 
-    ``flush`` writes the bundle's ``StoreBatch`` first, then starts the reads its keys asked
-    for, then hands back the acknowledgement tokens. A read started earlier could run before
-    the bundle's own writes: a refill would then see, as pending, the entries of URLs this
-    bundle just harvested (held) or admitted, and put them in the head a second time.
+    ``flush`` writes the bundle's ``StoreBatch`` first, then starts the leases and the reads
+    its keys asked for, then hands back the acknowledgement tokens:
+
+    * a read started before the writes could run before them: a refill would then see, as
+      pending, the entries of URLs this bundle just harvested (held) or admitted, and put
+      them in the head a second time;
+    * a lease started before the writes would run even when they fail, and the runner retries
+      the bundle, which starts the same lease again: the host's URLs fetched twice, two
+      connections at once.
     """
 
     writes: StoreBatch = field(default_factory=StoreBatch)
+    leases: list[Any] = field(default_factory=list)
     reads: list[tuple[str, Read]] = field(default_factory=list)
     tokens: list[Any] = field(default_factory=list)
 
-    def flush(self, write: Callable[[StoreBatch], None],
-              start: Callable[[str, Read], None]) -> list[Any]:
-        """Writes, then starts the reads (``start(job_id, read)``); returns the tokens."""
+    def flush(self, write: Callable[[StoreBatch], None], start_lease: Callable[[Any], None],
+              start_read: Callable[[str, Read], None]) -> list[Any]:
+        """Writes, then starts the leases and the reads (``start_read(job_id, read)``);
+        returns the tokens."""
         if self.writes:
             write(self.writes)
+        for lease in self.leases:
+            start_lease(lease)
         for job_id, read in self.reads:
-            start(job_id, read)
+            start_read(job_id, read)
         tokens = self.tokens
-        self.writes, self.reads, self.tokens = StoreBatch(), [], []
+        self.writes, self.leases, self.reads, self.tokens = StoreBatch(), [], [], []
         return tokens
 
 

@@ -84,9 +84,9 @@ class FrontierDriver:
 
     def _carry_out(self, core: HostCore, fx: Effects, cells: FrontierCells,
                    now: float) -> Effects:
-        if fx.lease is not None:
-            self.leases.append(fx.lease)
         bundle = BundleWork(fx.writes, tokens=list(fx.tokens))
+        if fx.lease is not None:
+            bundle.leases.append(fx.lease)
         if fx.io is not None:
             io = fx.io
             # A read sees the tables as of when it runs (held reads: the driver's latest time).
@@ -95,7 +95,7 @@ class FrontierDriver:
             self.timer_at = core.state.timer_at
         cells.write(self.key, core, fx)
         # What the DoFn does at the end of the bundle: its writes, then its reads.
-        self.acks.extend(bundle.flush(self.store.write, self._start_read))
+        self.acks.extend(bundle.flush(self.store.write, self.leases.append, self._start_read))
         self.effects.append(fx)
         return fx
 
