@@ -6,9 +6,9 @@ the fetch service's threads and its writes at the end of a bundle, so the runner
 waits on a scan. Works against the Bigtable emulator through ``BIGTABLE_EMULATOR_HOST``.
 
 Reads ask for the newest cell of each column only, and a rebuild reads only the ``f`` and ``s``
-families of a host's rows. Writes are ``MutateRows`` calls, one per table, in the order
-``StoreBatch`` documents; a call that fails raises, so the bundle is retried and nothing is
-acknowledged before it is durable.
+families of a host's rows. Writes are ``MutateRows`` calls of the data client, per table in the
+order ``StoreBatch`` documents (split under Bigtable's limit of mutations per call); a call
+that fails raises, so the bundle is retried and nothing is acknowledged before it is durable.
 """
 
 from __future__ import annotations
@@ -16,12 +16,13 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 from google.cloud import bigtable
 from google.cloud.bigtable import row_filters
-from google.cloud.bigtable.row import DirectRow
+from google.cloud.bigtable.data import BigtableDataClient
+from google.cloud.bigtable.data.exceptions import MutationsExceptionGroup
+from google.cloud.bigtable.data.mutations import DeleteAllFromRow, RowMutationEntry, SetCell
 from google.cloud.bigtable.row_set import RowRange, RowSet
 
 from transforms.frontier_index import entry_cells
@@ -54,6 +55,27 @@ class StoreWriteError(RuntimeError):
     """Some mutations of a write were not applied."""
 
 
+# Bigtable refuses a MutateRows call of more than 100,000 mutations (one per cell set or row
+# deleted); a bundle that admits thousands of URLs writes more than that to one table.
+MAX_MUTATIONS_PER_CALL = 50_000
+
+
+def mutation_chunks(sizes: Sequence[int], limit: int = MAX_MUTATIONS_PER_CALL
+                    ) -> list[tuple[int, int]]:
+    """``(start, end)`` ranges of consecutive rows whose mutation counts (``sizes``) add up to
+    at most ``limit`` each (a row bigger than ``limit`` alone in its range), in order."""
+    chunks: list[tuple[int, int]] = []
+    start = total = 0
+    for i, size in enumerate(sizes):
+        if total and total + size > limit:
+            chunks.append((start, i))
+            start, total = i, 0
+        total += size
+    if start < len(sizes):
+        chunks.append((start, len(sizes)))
+    return chunks
+
+
 @dataclass(frozen=True)
 class BigtableStoreSpec:
     """Where the tables are; picklable, so a DoFn carries it and opens the store in ``setup``."""
@@ -80,20 +102,21 @@ _STORES: dict[BigtableStoreSpec, BigtableStore] = {}
 _STORES_LOCK = threading.Lock()
 
 
-def to_direct_row(row: Row) -> DirectRow:
-    """A Bigtable mutation for a row; the cell timestamp is the event time (millisecond grain)."""
-    direct = DirectRow(row_key=row.key.encode("utf-8"))
-    at = datetime.fromtimestamp(int(row.at * 1000) / 1000, UTC)
-    for family, columns in row.cells.items():
-        for column, value in columns.items():
-            direct.set_cell(family, column.encode(), value.encode("utf-8"), timestamp=at)
-    return direct
+def to_mutation_entry(row: Row) -> RowMutationEntry:
+    """A Bigtable mutation for a row: one cell per column, each at the event time
+    (millisecond grain, as Bigtable keeps it).
+
+    Built with the data client's types: the legacy ``DirectRow`` makes a protobuf per cell
+    that ``Table.mutate_rows`` then converts into these, which cost 1.4x as much.
+    """
+    micros = int(row.at * 1000) * 1000
+    return RowMutationEntry(row.key.encode("utf-8"), [
+        SetCell(family, column, value, micros)
+        for family, columns in row.cells.items() for column, value in columns.items()])
 
 
-def _delete(key: str) -> DirectRow:
-    direct = DirectRow(row_key=key.encode("utf-8"))
-    direct.delete()
-    return direct
+def _delete(key: str) -> RowMutationEntry:
+    return RowMutationEntry(key.encode("utf-8"), [DeleteAllFromRow()])
 
 
 def _cells(row: Any) -> Cells:
@@ -110,35 +133,37 @@ class BigtableStore:
 
     def __init__(self, spec: BigtableStoreSpec) -> None:
         self.spec = spec
+        names = (spec.webtable, spec.hosts, spec.frontier, spec.deadletter)
         self._client = bigtable.Client(project=spec.project, admin=False)
         instance = self._client.instance(spec.instance)
-        self._tables = {name: instance.table(name) for name in
-                        (spec.webtable, spec.hosts, spec.frontier, spec.deadletter)}
+        self._tables = {name: instance.table(name) for name in names}
+        self._data = BigtableDataClient(project=spec.project)
+        self._writers = {name: self._data.get_table(spec.instance, name) for name in names}
 
     def close(self) -> None:
         """Nothing: the store is shared by the process (``BigtableStoreSpec.open``)."""
 
     # -- writing ---------------------------------------------------------------------------
 
-    def mutate(self, table: str, mutations: Sequence[DirectRow]) -> None:
-        """Applies ``mutations`` to ``table``; raises ``StoreWriteError`` if any failed."""
-        if not mutations:
-            return
-        statuses = self._tables[table].mutate_rows(list(mutations))
-        failed = [(m.row_key, s.message) for m, s in zip(mutations, statuses, strict=True)
-                  if s.code != 0]
-        if failed:
-            raise StoreWriteError(f"{len(failed)} of {len(mutations)} mutations of {table} "
-                                  f"failed, e.g. {failed[0]}")
+    def mutate(self, table: str, entries: Sequence[RowMutationEntry]) -> None:
+        """Applies ``entries`` to ``table``, in calls of at most ``MAX_MUTATIONS_PER_CALL``
+        mutations, in order; raises ``StoreWriteError`` if any failed."""
+        for start, end in mutation_chunks([len(e.mutations) for e in entries]):
+            part = list(entries[start:end])
+            try:
+                self._writers[table].bulk_mutate_rows(part)
+            except MutationsExceptionGroup as exc:
+                first = exc.exceptions[0] if exc.exceptions else exc
+                raise StoreWriteError(f"{len(exc.exceptions)} of {len(part)} row mutations of "
+                                      f"{table} failed, e.g. {first}") from exc
 
     def write_rows(self, table: str, rows: Iterable[Row]) -> None:
-        self.mutate(table, [to_direct_row(r) for r in rows])
+        self.mutate(table, [to_mutation_entry(r) for r in rows])
 
     def write(self, batch: StoreBatch) -> None:
         spec = self.spec
-        self.mutate(spec.frontier, [
-            to_direct_row(Row(e.row_key, {INDEX_FAMILY: entry_cells(e)}, e.eligible_at))
-            for e in batch.index_puts])
+        self.write_rows(spec.frontier, [Row(e.row_key, {INDEX_FAMILY: entry_cells(e)},
+                                            e.eligible_at) for e in batch.index_puts])
         self.write_rows(spec.webtable, batch.rows)
         self.write_rows(spec.hosts, batch.host_rows)
         self.mutate(spec.frontier, [_delete(k) for k in batch.index_deletes])

@@ -4,7 +4,7 @@
 The webtable says what each URL *is*; the index says what each frontier key still has to *do*.
 It is a Bigtable table (``frontier``) with one row per pending piece of work:
 
-    <frontier key>|<rank>|<seq>|<fingerprint>    q:r = the request (JSON), q:e = eligible at
+    <frontier key>|<rank>|<seq>|<fingerprint>    q:v = the entry (JSON: request, eligible at, ...)
 
 * a URL accepted by the frontier gets its entry when it is queued (written before its
   ``queued`` row, and both before the frontier's state refers to it), a fetched URL's entry is
@@ -90,12 +90,18 @@ def index_row_key(key: str, rank: float, url: str, seq: int = 0) -> str:
             f"{url_fingerprint(url).hex()}")
 
 
+ENTRY_COLUMN = "v"  # the entry in one cell: a write per admitted URL is one mutation, not six
+
+
 def entry_cells(entry: IndexEntry) -> dict[str, str]:
-    """The cells of an index row (family ``q``), as UTF-8 text like every table's cells."""
-    cells = {"r": json.dumps(request_to_item(entry.request), separators=(",", ":")),
-             "e": repr(entry.eligible_at), "k": repr(entry.rank), "s": str(entry.seq),
-             "h": entry.held_by, "u": repr(entry.held_until)}
-    return cells
+    """The cells of an index row (family ``q``): one, ``v``, a JSON object with the request
+    (``r``), when it is eligible (``e``), its rank (``k``), its sequence number (``s``) and who
+    holds it until when (``h``, ``u``)."""
+    doc = {"r": request_to_item(entry.request), "e": entry.eligible_at, "k": entry.rank,
+           "s": entry.seq}
+    if entry.held_by:
+        doc["h"], doc["u"] = entry.held_by, entry.held_until
+    return {ENTRY_COLUMN: json.dumps(doc, separators=(",", ":"))}
 
 
 def entry_from_cells(row_key: str, cells: dict[str, str]) -> IndexEntry:
@@ -105,8 +111,9 @@ def entry_from_cells(row_key: str, cells: dict[str, str]) -> IndexEntry:
         ValueError: the row is not an index entry.
     """
     key, sep, _ = row_key.partition(SEPARATOR)
-    if not sep or "r" not in cells:
+    if not sep or ENTRY_COLUMN not in cells:
         raise ValueError(f"not a frontier index row: {row_key!r}")
-    request = request_from_item(json.loads(cells["r"]))
-    return IndexEntry(key, float(cells.get("k", "0")), request, float(cells.get("e", "0")),
-                      int(cells.get("s", "0")), cells.get("h", ""), float(cells.get("u", "0")))
+    doc = json.loads(cells[ENTRY_COLUMN])
+    return IndexEntry(key, float(doc.get("k", 0.0)), request_from_item(doc["r"]),
+                      float(doc.get("e", 0.0)), int(doc.get("s", 0)), str(doc.get("h", "")),
+                      float(doc.get("u", 0.0)))

@@ -56,7 +56,8 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(DEADLETTER_FAMILY, max_age_days=30, doc="stage, reason, payload"),
     ),
     FRONTIER_TABLE: (
-        Family(INDEX_FAMILY, max_versions=1, doc="r: the request, e: eligible at, k: rank"),
+        Family(INDEX_FAMILY, max_versions=1,
+               doc="v: the entry (JSON: request, eligible at, rank, seq, holder)"),
     ),
 }
 

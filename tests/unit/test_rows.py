@@ -1,14 +1,15 @@
 """Webtable, hosts and dead-letter rows (transforms.rows) and their Bigtable mutation
-(transforms.storage.to_direct_row)."""
+(transforms.bigtable_store.to_mutation_entry)."""
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 from datetime import UTC, datetime
 
 import pytest
 
-from transforms.bigtable_store import to_direct_row
+from transforms.bigtable_store import to_mutation_entry
 from transforms.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
@@ -356,21 +357,21 @@ def test_dead_letter_binary_payload_never_raises():
     assert "\u2713" not in text
 
 
-# --- to_direct_row -----------------------------------------------------------------------------
+# --- to_mutation_entry -------------------------------------------------------------------------
 
 
 def _mutations(row: Row) -> list[tuple[str, bytes, bytes, int]]:
-    direct = to_direct_row(row)
+    pb = to_mutation_entry(row)._to_pb()
     return [(m.set_cell.family_name, m.set_cell.column_qualifier, m.set_cell.value,
-             m.set_cell.timestamp_micros) for m in direct._get_mutation_pbs()]
+             m.set_cell.timestamp_micros) for m in pb.mutations]
 
 
-def test_direct_row_key_is_the_utf8_row_key():
+def test_mutation_key_is_the_utf8_row_key():
     row = stored_page_row(_stored())
-    assert to_direct_row(row).row_key == row.key.encode("utf-8")
+    assert to_mutation_entry(row).row_key == row.key.encode("utf-8")
 
 
-def test_direct_row_sets_one_cell_per_column_at_the_event_time_in_milliseconds():
+def test_mutation_sets_one_cell_per_column_at_the_event_time_in_milliseconds():
     row = Row("com.example:https/", {"f": {"status": "200", "outcome": "fetched"},
                                      "s": {"depth": "0"}}, AT)
     assert sorted(_mutations(row)) == sorted([
@@ -380,29 +381,46 @@ def test_direct_row_sets_one_cell_per_column_at_the_event_time_in_milliseconds()
     ])
 
 
-def test_direct_row_timestamp_drops_sub_millisecond_digits():
+def test_mutation_timestamp_drops_sub_millisecond_digits():
     row = Row("k", {"f": {"a": "b"}}, 1_700_000_000.1239)
     ((_, _, _, micros),) = _mutations(row)
     assert micros == 1_700_000_000_123_000
     assert micros % 1000 == 0
 
 
-def test_direct_row_timestamps_agree_with_the_written_iso_times():
+def test_mutation_timestamps_agree_with_the_written_iso_times():
     for at in (AT, 1_700_000_000.0, 1_700_000_000.999, 1_712_345_678.5):
         ((_, _, _, micros),) = _mutations(Row("k", {"f": {"a": "b"}}, at))
         assert iso(micros / 1e6) == iso(at)
 
 
-def test_direct_row_encodes_values_as_utf8():
+def test_mutation_encodes_values_as_utf8():
     row = Row("k", {PARSE_FAMILY: {"title": "Caf\u00e9 \u2713"}}, AT)
     ((family, column, value, _),) = _mutations(row)
     assert (family, column, value) == ("p", b"title", "Caf\u00e9 \u2713".encode())
 
 
-def test_direct_row_of_a_whole_stored_page_carries_every_cell():
+def test_mutation_of_a_whole_stored_page_carries_every_cell():
     row = stored_page_row(_stored())
     expected = {(family, column.encode(), value.encode())
                 for family, columns in row.cells.items() for column, value in columns.items()}
     mutations = _mutations(row)
     assert {(f, c, v) for f, c, v, _ in mutations} == expected
     assert len(mutations) == len(expected)
+
+
+# --- mutation_chunks ---------------------------------------------------------------------------
+
+
+def test_writes_are_split_under_bigtables_limit_of_mutations_per_call():
+    from transforms.bigtable_store import MAX_MUTATIONS_PER_CALL, mutation_chunks
+
+    assert MAX_MUTATIONS_PER_CALL < 100_000  # MutateRows refuses more
+    sizes = [14] * 7_680  # a bundle that admitted 7,680 URLs: 107,520 mutations
+    chunks = mutation_chunks(sizes)
+    assert chunks[0][0] == 0 and chunks[-1][1] == len(sizes)
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(chunks))  # in order
+    assert all(sum(sizes[s:e]) <= MAX_MUTATIONS_PER_CALL for s, e in chunks)
+    assert mutation_chunks([3, 3, 3], limit=5) == [(0, 1), (1, 2), (2, 3)]
+    assert mutation_chunks([9, 1], limit=5) == [(0, 1), (1, 2)]  # a big row goes alone
+    assert mutation_chunks([]) == []
