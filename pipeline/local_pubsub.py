@@ -9,8 +9,9 @@ between the pull and the frontier's writes loses the messages it had pulled.
 :func:`install` replaces the evaluator's read (for the process; the DirectRunner is in-process)
 with one that
 
-* pulls with ``return_immediately`` (up to ``MAX_MESSAGES``) and, when nothing came, yields
-  the thread for ``IDLE_SLEEP`` seconds, so no heartbeat is needed;
+* pulls with ``return_immediately`` (up to ``MAX_MESSAGES``, fewer while answers exceed the
+  client's receive limit: ``transforms.pubsub_source.PullSize``) and, when nothing came,
+  yields the thread for ``IDLE_SLEEP`` seconds, so no heartbeat is needed;
 * does **not** acknowledge: it records the ack id as the ``crawler-ack-id`` attribute and
   keeps the message leased (``transforms.acks.subscription_leases`` extends its deadline every
   ``ACK_DEADLINE_SECONDS / 2``), and the pipeline acknowledges it once its URLs are recorded
@@ -32,11 +33,13 @@ from apache_beam.utils.timestamp import Timestamp
 
 from transforms.acks import subscription_leases
 from transforms.ingest import ACK_ID_ATTRIBUTE
+from transforms.pubsub_source import PullSize, pull_within_limits
 
 _LOG = logging.getLogger(__name__)
 MAX_MESSAGES = 100
 IDLE_SLEEP = 0.01
 _ORIGINAL = transform_evaluator._PubSubReadEvaluator._read_from_pubsub
+_PULL_SIZES: dict[str, PullSize] = {}  # per subscription: shrinks while answers are too big
 
 
 def install() -> None:
@@ -56,10 +59,11 @@ def _read_at_least_once(self: Any, timestamp_attribute: str | None) -> list[tupl
 
     subscription = self._sub_name
     client = self._get_subscriber_client(self._applied_ptransform)
+    size = _PULL_SIZES.setdefault(subscription, PullSize(MAX_MESSAGES))
     try:
-        response = client.pull(request={"subscription": subscription,
-                                        "max_messages": MAX_MESSAGES,
-                                        "return_immediately": True}, timeout=30)
+        response = pull_within_limits(lambda n: client.pull(request={
+            "subscription": subscription, "max_messages": n, "return_immediately": True},
+            timeout=30), size)
     except (gexc.DeadlineExceeded, gexc.ServiceUnavailable) as exc:
         _LOG.debug("pull of %s failed: %s", subscription, exc)
         time.sleep(IDLE_SLEEP)

@@ -199,15 +199,75 @@ def lease_stats(subscription: str) -> tuple[int, int] | None:
     return None if leases is None else (leases.acked_total, leases.pending)
 
 
-def pull_messages(subscriber: Subscriber, subscription: str, max_messages: int,
-                  wait_seconds: float) -> list[PulledMessage]:
-    """One pull of at most ``max_messages``, waiting at most ``wait_seconds``; [] when none."""
+class PullSize:
+    """How many messages one pull asks for.
+
+    A pull's answer travels in one gRPC message, which a client refuses past its receive
+    limit: the client library lifts the limit on its channel to Pub/Sub, but its channel to
+    the emulator keeps gRPC's default of 4 MiB, and 100 frontier messages of 1,000 URLs each
+    are about 11 MB. The messages of a refused answer were leased all the same: Pub/Sub
+    delivers them again only once their ack deadline has passed. So a pull asks for as many
+    messages as fit ``ANSWER_BYTES`` at the average size of the messages answered so far (at
+    most ``ceiling``; ``START`` before any came); a refused pull (``ResourceExhausted``) is
+    asked again for a quarter as many, down to one.
+    """
+
+    ANSWER_BYTES = 3 * 1024 * 1024
+    START = 4
+
+    def __init__(self, ceiling: int) -> None:
+        if ceiling < 1:
+            raise ValueError("a pull asks for at least one message")
+        self.ceiling = ceiling
+        self.current = min(ceiling, self.START)
+
+    def shrink(self) -> bool:
+        """After a refused pull: False when it asked for one message already."""
+        if self.current == 1:
+            return False
+        self.current = max(1, self.current // 4)
+        return True
+
+    def answered(self, messages: int, size_bytes: int) -> None:
+        """After an answer of ``messages`` messages of ``size_bytes`` bytes in all."""
+        if messages:
+            average = max(1, size_bytes // messages)
+            self.current = max(1, min(self.ceiling, self.ANSWER_BYTES // average))
+
+
+def pull_within_limits(pull: Callable[[int], Any], size: PullSize) -> Any:
+    """``pull(n)`` with ``n = size.current``, asked again smaller while the answer is too big
+    for the client (see ``PullSize``); returns the pull's answer (a ``PullResponse``).
+
+    Raises:
+        google.api_core.exceptions.ResourceExhausted: even one message is too big.
+    """
     from google.api_core import exceptions as gexc
 
+    while True:
+        try:
+            answer = pull(size.current)
+        except gexc.ResourceExhausted:
+            if not size.shrink():
+                raise
+            _LOG.info("pull answer too big; asking for %d messages at a time", size.current)
+            continue
+        received = answer.received_messages
+        size.answered(len(received), sum(len(r.message.data) for r in received))
+        return answer
+
+
+def pull_messages(subscriber: Subscriber, subscription: str, max_messages: int | PullSize,
+                  wait_seconds: float) -> list[PulledMessage]:
+    """One pull of at most ``max_messages`` (a ``PullSize`` adapts to the client's receive
+    limit), waiting at most ``wait_seconds``; [] when none."""
+    from google.api_core import exceptions as gexc
+
+    size = max_messages if isinstance(max_messages, PullSize) else PullSize(max_messages)
     try:
-        response = subscriber.pull(
-            request={"subscription": subscription, "max_messages": max_messages},
-            timeout=wait_seconds, retry=None)
+        response = pull_within_limits(lambda n: subscriber.pull(
+            request={"subscription": subscription, "max_messages": n},
+            timeout=wait_seconds, retry=None), size)
     except (gexc.DeadlineExceeded, gexc.ServiceUnavailable, gexc.RetryError):
         return []
     out = []
@@ -260,6 +320,7 @@ class _PullMessagesFn(beam.DoFn):
         from google.cloud import pubsub_v1
 
         self._subscriber = pubsub_v1.SubscriberClient()
+        self._pull_size = PullSize(self._max_messages)
         self._leases = leases_for(self._subscription, lambda: AckLeases(
             pubsub_v1.SubscriberClient(), self._subscription, self._deadline))
 
@@ -276,7 +337,7 @@ class _PullMessagesFn(beam.DoFn):
         if not tracker.try_claim(position):
             return
         assert self._leases is not None
-        messages = pull_messages(self._subscriber, self._subscription, self._max_messages,
+        messages = pull_messages(self._subscriber, self._subscription, self._pull_size,
                                  self._wait)
         now = Timestamp.now()
         if messages:

@@ -16,6 +16,7 @@ from pipeline.resources import ensure_subscription, ensure_topic
 from transforms.pubsub_source import (
     AckLeases,
     PullFromPubSub,
+    PullSize,
     leases_for,
     pull_messages,
     to_beam_message,
@@ -59,6 +60,40 @@ def test_a_pull_returns_data_attributes_and_ids_as_beam_messages(local_stack, su
     assert isinstance(message, PubsubMessage)
     assert message.attributes["kind"] == "crawl" and message.message_id
     assert abs(got[0].publish_time - time.time()) < 60
+
+
+def test_a_pull_whose_answer_is_too_big_for_the_client_is_asked_again_smaller(
+        local_stack, subscription):
+    """Twelve 1.5 MB messages: a first pull of four is over the client's 4 MiB limit (its
+    channel to the emulator); asked again for one, then for as many as fit. The refused
+    answer's messages come back after their deadline."""
+    topic = subscription.replace("subscriptions", "topics").removesuffix("-sub")
+    publisher = pubsub_v1.PublisherClient()
+    futures = [publisher.publish(topic, bytes([i]) * 1_500_000) for i in range(12)]
+    for future in futures:
+        future.result(10)
+    subscriber = pubsub_v1.SubscriberClient()
+    size = PullSize(100)
+    got: list = []
+    deadline = time.monotonic() + 4 * DEADLINE
+    while len({m.data[0] for m in got}) < 12 and time.monotonic() < deadline:
+        got += pull_messages(subscriber, subscription, size, 1.0)
+    assert {m.data[0] for m in got} == set(range(12))
+    assert size.current == 2  # what fits in an answer
+    with pytest.raises(ValueError):
+        PullSize(0)
+
+
+def test_pull_size_fits_answers_to_the_limit_and_shrinks_when_refused():
+    size = PullSize(100)
+    assert size.current == PullSize.START  # nothing known yet: a small first pull
+    size.answered(4, 4 * 1000)  # 1 KB messages: the ceiling fits
+    assert size.current == 100
+    size.answered(2, 2 * 1_000_000)  # 1 MB messages: three per answer
+    assert size.current == 3
+    size.answered(0, 0)  # an empty answer says nothing about sizes
+    assert size.current == 3
+    assert size.shrink() and size.current == 1 and not size.shrink()
 
 
 def test_an_empty_pull_waits_briefly_and_returns_nothing(subscription):
