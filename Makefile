@@ -4,7 +4,8 @@ VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
-.PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile
+.PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile \
+	bench-backlog
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -45,6 +46,11 @@ bench-stages: $(STAMP)
 bench-profile: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.testbed --full
 	$(VENV)/bin/python -m benchmarks.profile_crawl --out-dir results
+
+## One host's backlog growing to a million queued URLs: pages/s and CPU per page by decile, RSS,
+## state bytes per page, and a second job's resume time -> results/backlog.json.
+bench-backlog: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.backlog --out results/backlog.json
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
