@@ -34,7 +34,7 @@ from pipeline import local_pubsub, local_tuning
 from pipeline.crawl_status import host_busy
 from pipeline.graph import build_pipeline
 from pipeline.options import CrawlerOptions
-from transforms import fetch_service
+from transforms import drain, fetch_service
 from transforms.records import HostStats
 from transforms.schema import HOST_FAMILY, PENDING_COLUMN
 
@@ -189,6 +189,7 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     local_tuning.install()
     local_tuning.tune_gc()
     fetch_service.resume_leases()  # a run stopped earlier in this process paused them
+    drain.reset()
     if options.uses_native_pubsub():
         local_pubsub.install()
     p = beam.Pipeline(options=options)
@@ -196,14 +197,27 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     return _drive(p.run(), options, out, poll_seconds)
 
 
-def _drain(warc_roll_seconds: float, timeout: float = 60.0) -> None:
-    """Stops new leases, waits for those out, then for the last WARC files and rows to land,
-    so the tables hold everything fetched (a later job fetches none of it again)."""
+def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:
+    """Stops new leases, then waits until no lease is out or uncollected and every result the
+    frontier emitted has its row (``transforms.drain``), steadily for ``settle`` seconds, so the
+    tables hold everything fetched and a later job fetches none of it again. Returns False if
+    ``timeout`` passed first."""
     fetch_service.pause_leases()
     limit = time.monotonic() + timeout
-    while fetch_service.leases_in_flight() and time.monotonic() < limit:
+    steady_since = None
+    while time.monotonic() < limit:
+        idle = fetch_service.leases_outstanding() == 0 and drain.unsettled() <= 0
+        now = time.monotonic()
+        if not idle:
+            steady_since = None
+        elif steady_since is None:
+            steady_since = now
+        elif now - steady_since >= settle:
+            return True
         time.sleep(0.1)
-    time.sleep(warc_roll_seconds + 2)
+    _LOG.warning("stopping with %d leases out and %d results without a row",
+                 fetch_service.leases_outstanding(), drain.unsettled())
+    return False
 
 
 def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) -> RunSummary:
@@ -263,7 +277,7 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
             last_snapshot, last_change = snapshot, now
         if o["max_pages"] and totals["fetched"] >= o["max_pages"]:
             reason = f"reached --max_pages {o['max_pages']}"
-            _drain(o["warc_roll_seconds"])
+            _drain()
             break
         if totals.hosts and totals.idle and now - last_change >= o["idle_timeout"]:
             reason = (f"idle for {o['idle_timeout']:.0f} s (quiescent: nothing queued, nothing "

@@ -174,8 +174,15 @@ class FetchService:
 
     @property
     def in_flight(self) -> int:
+        """Leases and reads not finished yet."""
         with self._lock:
             return sum(1 for f in self._futures.values() if not f.done())
+
+    @property
+    def outstanding(self) -> int:
+        """Leases and reads not finished, or finished and not collected by their key yet."""
+        with self._lock:
+            return len(self._futures)
 
 
 _SERVICES: dict[FetchConfig, FetchService] = {}
@@ -202,6 +209,13 @@ def leases_in_flight() -> int:
     with _SERVICES_LOCK:
         services = list(_SERVICES.values())
     return sum(s.in_flight for s in services)
+
+
+def leases_outstanding() -> int:
+    """Leases and reads whose outcome no key has collected yet, over the process."""
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    return sum(s.outstanding for s in services)
 
 
 def shared_fetch_service(config: FetchConfig) -> FetchService:

@@ -64,6 +64,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms import drain
 from transforms.fetch_service import leases_paused, shared_fetch_service
 from transforms.frontier_cells import FrontierCells
 from transforms.frontier_context import Effects, FrontierConfig, IoRequest
@@ -113,6 +114,7 @@ class _HostFrontierFn(beam.DoFn):
         self._metrics: dict[str, Any] = {}
         self._lease_size = Metrics.distribution(METRICS_NAMESPACE, "lease_size")
         self._state_bytes = Metrics.distribution(METRICS_NAMESPACE, "state_bytes_per_step")
+        self._leases_not_started = Metrics.counter(METRICS_NAMESPACE, "leases_not_started")
 
     def teardown(self) -> None:
         close = getattr(self._store, "close", None)
@@ -188,6 +190,7 @@ class _HostFrontierFn(beam.DoFn):
         self._bundle.writes.extend(fx.writes)
         self._bundle.tokens.extend(fx.tokens)
         self._flush_metrics(core.ctx.counters)
+        drain.note_emitted(sum(1 for r in fx.results if r.index_key))
         yield from fx.results
         for outcome in fx.outcomes:
             yield beam.pvalue.TaggedOutput(OUTCOMES_TAG, outcome)
@@ -197,6 +200,9 @@ class _HostFrontierFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(STATS_TAG, core.stats(now))
 
     def _start_lease(self, lease: Lease) -> None:
+        if leases_paused():  # the local run is stopping: its URLs stay queued for the next
+            self._leases_not_started.inc()
+            return
         self._service.submit(lease, verify=self._store.url_records)
 
     def _reader(self, key: str, io: IoRequest) -> Callable[[], Any]:

@@ -20,6 +20,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms import drain
 from transforms.frontier_store import StoreBatch, StoreSpec
 from transforms.records import AckToken, DeadLetter, FetchResult, StoredPage
 from transforms.rows import Row, dead_letter_row, stored_page_row, unstored_result_row
@@ -84,6 +85,7 @@ class _WriteRowsFn(beam.DoFn):
     def _flush(self) -> list[AckToken]:
         if self._webtable:
             self._store.write(StoreBatch(rows=self._rows, index_deletes=self._deletes))
+            drain.note_settled(len(self._deletes))
         elif self._rows:
             self._store.write_rows(self._table, self._rows)
         self._rows_written.inc(len(self._rows))
