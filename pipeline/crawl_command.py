@@ -63,10 +63,14 @@ def crawl(args: argparse.Namespace, beam_argv: list[str], state_dir: Path) -> in
                 expected = crawlable_paths(host, site.expected_fetch_paths(host),
                                            policy.for_host(host.split("//", 1)[1]), time.time())
                 gap = f"{rep.min_gap:.3f} s" if rep.min_gap is not None else "-"
+                robots = next((r for r in log if r.path == "/robots.txt"), None)
+                sent = (f" ({robots.status}, {robots.content_encoding or 'identity'}, "
+                        f"{robots.sent} bytes)" if robots is not None else "")
                 print(f"  {host}: {rep.requests} requests, {len(expected & got)}/{len(expected)}"
                       f" expected paths, {len(got & site.disallowed_paths(host))} disallowed, "
                       f"max concurrent {rep.max_concurrent}, min gap {gap}, "
-                      f"robots.txt first: {rep.robots_first}, duplicates: {rep.duplicates}")
+                      f"robots.txt first: {rep.robots_first}{sent}, "
+                      f"duplicates: {rep.duplicates}")
     finally:
         if site is not None:
             site.stop()
