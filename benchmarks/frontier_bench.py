@@ -8,7 +8,7 @@ the URLs (``HostCore.on_element``: dedup against the seen filter, filters, budge
 
 The URLs are the test-bed corpus links (``benchmarks.stages``) spread over ``--hosts`` hosts,
 every link sent twice (the second time the seen filter drops it), in elements of
-``--batch`` URLs, which is how discovered links reach the frontier (``BatchLinksByHost``).
+``--batch`` URLs, which is how discovered links reach the frontier (``PublishLinks``).
 Each key is rebuilt from an empty in-memory store first, as a new key is. Table writes are
 built but go to an in-memory store; the runner's cost and the Bigtable round trips come on top
 (the end-to-end benchmark measures the whole).
