@@ -25,5 +25,5 @@ setup(
     ],
     extras_require={"local": ["gcp-storage-emulator>=2024.0"],
                     "test": ["pytest", "pytest-timeout"]},
-    entry_points={"console_scripts": ["crawler=pipeline.cli:main"]},
+    entry_points={"console_scripts": ["crawler=pipeline.cli.main:main"]},
 )

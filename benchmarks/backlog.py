@@ -4,7 +4,7 @@ and the time a new job takes to resume such a host.
     python -m benchmarks.backlog --pages 34500 --out results/backlog.json  (make bench-backlog)
     python -m benchmarks.backlog --smoke --out /tmp/backlog.json           (seconds; a test)
 
-A generated site on one loopback host, served by ``pipeline.logged_server`` (gzip, keep-alive):
+A generated site on one loopback host, served by ``pipeline.demo.server`` (gzip, keep-alive):
 page ``/p/N`` links to 30 new pages, ``/p/30N+1`` .. ``/p/30N+30``, so after ``n`` pages the
 host has about ``29 n`` URLs queued. ``crawler crawl`` runs it unthrottled (one request at a
 time, as any host), as a separate process, until ``--pages`` pages; then a second job
@@ -38,9 +38,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline import emulators
-from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
-from pipeline.state_file import read_json
+from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.local import emulators
+from pipeline.local.state_file import read_json
 
 REPO = Path(__file__).resolve().parent.parent
 ADDRESS = "127.0.0.41"
@@ -200,7 +200,7 @@ def _run(cmd: list[str], log: Path, timeout: float, state: Path
 def _host_cells(state: Path, key: str) -> dict[str, str]:
     from google.cloud import bigtable
 
-    from pipeline.local_stack import load_local_stack
+    from pipeline.local.stack import load_local_stack
 
     stack = load_local_stack(state)
     assert stack is not None
@@ -237,7 +237,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cells = _host_cells(state, key)
         # A second job on the same tables, its state empty: the host is woken and rebuilt.
         resumed = time.time()
-        from pipeline.local_stack import load_local_stack
+        from pipeline.local.stack import load_local_stack
 
         stack = load_local_stack(state)
         assert stack is not None

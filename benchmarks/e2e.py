@@ -182,7 +182,7 @@ def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Pa
 
 def _stop_stack(state_dir: Path) -> float:
     """The emulators' CPU seconds, then ``crawler local down``."""
-    from pipeline.local_stack import load_local_stack
+    from pipeline.local.stack import load_local_stack
 
     stack = load_local_stack(state_dir)
     cpu = group_cpu_seconds(list(stack.pids.values())) if stack else 0.0

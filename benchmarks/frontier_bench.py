@@ -2,7 +2,7 @@
 of one host's URLs), in process and without the runner: decode the key's ``host`` cell, admit
 the URLs (``HostCore.on_element``: dedup against the seen filter, filters, budget), build their
 ``queued`` rows and index entries, and write back the cells the element changed
-(``transforms.frontier_cells``: the ``host`` cell, the arrivals bag, at most one seen stage).
+(``transforms.frontier.cells``: the ``host`` cell, the arrivals bag, at most one seen stage).
 
     python -m benchmarks.frontier_bench --repeat 3 --out results/frontier.json
 
@@ -24,12 +24,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from benchmarks.stages import corpus_pages, corpus_parser, repetitions, timed, write_results
-from transforms.frontier_cells import FrontierCells, SeenCache, memory_cells
-from transforms.frontier_context import FrontierConfig
-from transforms.frontier_store import MemoryFrontierStore
-from transforms.links import extract_html
-from transforms.policy import HostPolicy, Policy
-from transforms.records import CrawlRequest
+from transforms.core.links import extract_html
+from transforms.core.policy import HostPolicy, Policy
+from transforms.core.records import CrawlRequest
+from transforms.frontier.cells import FrontierCells, SeenCache, memory_cells
+from transforms.frontier.context import FrontierConfig
+from transforms.frontier.store import MemoryFrontierStore
 
 CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1_000_000)))
 

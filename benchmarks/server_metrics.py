@@ -16,7 +16,7 @@ from typing import Any
 from protego import Protego
 
 from benchmarks.testbed import LoggedRequest
-from pipeline.server_log import max_concurrency, politeness_report
+from pipeline.demo.log import max_concurrency, politeness_report
 
 NON_PAGES = frozenset({"/robots.txt"})
 LOG_RESOLUTION = 0.002  # $msec and $request_time are rounded to ms: a start computed from them

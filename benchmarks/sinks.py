@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.stages import corpus_pages, corpus_parser, repetitions, timed, write_results
-from transforms.records import CrawlRequest, FetchResult, ParsedPage, StoredPage, WarcLocation
-from transforms.rows import Row, stored_page_row
-from transforms.warc import WarcFileBuilder
+from transforms.core.records import CrawlRequest, FetchResult, ParsedPage, StoredPage, WarcLocation
+from transforms.formats.rows import Row, stored_page_row
+from transforms.formats.warc import WarcFileBuilder
 
 PAGES_PER_WARC = 100
 ROWS_PER_BATCH = 100
@@ -60,7 +60,7 @@ def upload(files: Sequence[bytes], prefix: str) -> None:
 def write_rows(table: Any, rows: Sequence[Row]) -> int:
     """Writes ``rows`` as the pipeline's sinks do (``BigtableStore.write_rows``), in batches
     of ``ROWS_PER_BATCH`` rows; ``table`` is the data client's table."""
-    from transforms.bigtable_store import to_mutation_entry
+    from transforms.stores.bigtable import to_mutation_entry
 
     for i in range(0, len(rows), ROWS_PER_BATCH):
         table.bulk_mutate_rows([to_mutation_entry(r) for r in rows[i:i + ROWS_PER_BATCH]])
@@ -83,8 +83,8 @@ def _check_written(table: Any, row: Row, prefix: str, files: int) -> None:
 def run(pages: list[tuple[str, bytes]], repeat: int) -> dict[str, Any]:
     from google.cloud import bigtable
 
-    from pipeline.local_stack import start_local_stack, stop_local_stack
-    from transforms.schema import WEBTABLE
+    from pipeline.local.stack import start_local_stack, stop_local_stack
+    from transforms.formats.schema import WEBTABLE
 
     state = Path(tempfile.mkdtemp(prefix="crawl-sinks-"))
     try:

@@ -25,10 +25,10 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.demo_pages import SiteSpec, build_responses
-from transforms.links import extract_html
-from transforms.robots import rules_from_response
-from transforms.urls import (
+from pipeline.demo.pages import SiteSpec, build_responses
+from transforms.core.links import extract_html
+from transforms.core.robots import rules_from_response
+from transforms.core.urls import (
     InvalidUrl,
     canonicalize_url,
     politeness_key,

@@ -26,16 +26,16 @@ from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
 from pipeline.options import CrawlerOptions
 from transforms.acks import AcknowledgeMessages
-from transforms.bigtable_store import BigtableStoreSpec
+from transforms.core.records import Discovered
 from transforms.extract import ExtractLinks
-from transforms.frontier import HostFrontier
-from transforms.frontier_store import StoreSpec
+from transforms.formats.rows import host_row
+from transforms.frontier.store import StoreSpec
+from transforms.host_frontier import HostFrontier
 from transforms.ingest import ReadCrawlRequests
 from transforms.loop import Publish, PublishLinks
 from transforms.pubsub_source import PullFromPubSub
-from transforms.records import Discovered
-from transforms.rows import host_row
 from transforms.storage import WriteRows, dead_letter_write, fetch_write, page_write
+from transforms.stores.bigtable import BigtableStoreSpec
 from transforms.wake import WakePendingKeys
 from transforms.warc_io import WriteWarc
 

@@ -2,10 +2,10 @@
 
 Locally (DirectRunner, the default, or FlinkRunner with an embedded Flink,
 ``--flink_master=[local]``, or a Flink cluster on this machine, ``--flink_master=127.0.0.1:PORT``,
-see ``pipeline.flink_submit``) the job runs in streaming mode against whatever the Google client
-libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping condition,
-with progress and a summary. On Dataflow or a remote Flink cluster the launcher returns once the
-job is submitted, unless ``--wait`` is given.
+see ``pipeline.local.flink_submit``) the job runs in streaming mode against whatever the Google
+client libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping
+condition, with progress and a summary. On Dataflow or a remote Flink cluster the launcher returns
+once the job is submitted, unless ``--wait`` is given.
 """
 
 from __future__ import annotations
@@ -26,9 +26,9 @@ from apache_beam.options.pipeline_options import (
     StandardOptions,
 )
 
-from pipeline import flink_submit
 from pipeline.graph import build_pipeline
-from pipeline.local_run import RunSummary, run_local
+from pipeline.local import flink_submit
+from pipeline.local.driver import RunSummary, run_local
 from pipeline.options import CrawlerOptions
 
 LOCAL_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
@@ -91,7 +91,7 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
         options.validate_local_run()
         flink = options.view_as(FlinkRunnerOptions)
         if is_embedded_flink(options) and not flink.flink_job_server_jar:
-            from pipeline.flink_job_server import ensure_job_server
+            from pipeline.runners.flink_job_server import ensure_job_server
 
             flink.flink_job_server_jar = str(ensure_job_server().jar)
         with _local_checkpoint_storage(options):

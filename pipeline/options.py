@@ -11,17 +11,17 @@ import re
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms.frontier_context import FrontierConfig
-from transforms.leases import FetchConfig
-from transforms.policy import DEFAULT_POLICY, Policy, load_policy
-from transforms.robots import product_token
-from transforms.schema import (
+from transforms.core.policy import DEFAULT_POLICY, Policy, load_policy
+from transforms.core.robots import product_token
+from transforms.formats.schema import (
     DEADLETTER_TABLE,
     DEFAULT_INSTANCE,
     FRONTIER_TABLE,
     HOSTS_TABLE,
     WEBTABLE,
 )
+from transforms.frontier.context import FrontierConfig
+from transforms.frontier.leases import FetchConfig
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
@@ -96,7 +96,7 @@ class CrawlerOptions(PipelineOptions):
         _flag(parser, "policy", default=None,
               help="Crawl policy file (YAML or JSON): defaults and per-host or per-domain "
                    "overrides of delays, budgets, depth, filters, traps, priorities, user agent; "
-                   "see transforms/policy.py, e.g. policy.yaml (default: built-in defaults).")
+                   "see transforms/core/policy.py, e.g. policy.yaml (default: built-in defaults).")
         _flag(parser, "min_delay", type=float, default=None,
               help="Minimum seconds between requests to one host, overriding the policy's "
                    "default; a larger robots.txt Crawl-delay wins (default: the policy's, 1.0).")

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.local_stack import (
+from pipeline.local.stack import (
     LocalStack,
     missing_components,
     start_local_stack,

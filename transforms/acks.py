@@ -1,7 +1,7 @@
 """``AcknowledgeMessages``: acknowledges a Pub/Sub message once every part of it is recorded.
 
 Where the runner does not acknowledge by itself after a durable checkpoint (the DirectRunner,
-whose native read ``pipeline.local_pubsub`` makes leave acknowledgement to the pipeline), each
+whose native read ``pipeline.local.pubsub_read`` makes leave acknowledgement to the pipeline), each
 message's parts travel with an ``AckToken`` (``transforms.ingest``) to the step that makes them
 durable: the frontier's table writes for its URLs, the dead-letter sink for its bad ones. Those
 steps emit the token only after their writes returned. Here a token of a one-part message is
@@ -26,8 +26,8 @@ from apache_beam.coders import VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.userstate import BagStateSpec
 
+from transforms.core.records import AckToken
 from transforms.pubsub_source import AckLeases, leases_for
-from transforms.records import AckToken
 
 METRICS_NAMESPACE = "crawler"
 PARTS_TAG = "parts"

@@ -1,13 +1,13 @@
 """``ExtractLinks``: fetched HTML -> parsed pages (title, outlinks) and the links to crawl next.
 
-The HTML work is ``transforms.links.extract_html`` (selectolax); this module decodes the body's
+The HTML work is ``transforms.core.links.extract_html`` (selectolax); this module decodes the body's
 content-coding, canonicalizes links and applies page-level robots directives
-(``transforms.robots_meta``: ``<meta name="robots">``, ``<meta name="<our token>">`` and
+(``transforms.core.robots_meta``: ``<meta name="robots">``, ``<meta name="<our token>">`` and
 ``X-Robots-Tag``, per-user-agent forms included): ``nofollow`` keeps every link of the page out
 of the frontier, ``noindex`` marks the page (stored, not exported for indexing). Links with
 ``rel=nofollow`` are never followed; ``rel=canonical`` is recorded and, unless the page is
 nofollow, enqueued. Cross-host redirects become requests so they go back through the frontier.
-A fetched sitemap (``transforms.sitemap_links``) yields its child sitemaps or pages and a row
+A fetched sitemap (``transforms.core.sitemap_links``) yields its child sitemaps or pages and a row
 with its summary; it is not stored.
 """
 
@@ -20,10 +20,10 @@ from typing import NamedTuple
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.content import Decoded, decode_body, header
-from transforms.links import extract_html
-from transforms.policy import SUPPORTED_SCHEMES
-from transforms.records import (
+from transforms.core.content import Decoded, decode_body, header
+from transforms.core.links import extract_html
+from transforms.core.policy import SUPPORTED_SCHEMES
+from transforms.core.records import (
     OUTCOME_NOT_STORED,
     SITEMAP_KINDS,
     CrawlRequest,
@@ -31,11 +31,11 @@ from transforms.records import (
     FetchResult,
     ParsedPage,
 )
-from transforms.robots_meta import meta_contents, page_directives, x_robots_tags
-from transforms.sitemap_links import SitemapYield, sitemap_outlinks
-from transforms.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
-from transforms.urls import InvalidUrl, canonicalize_url
-from transforms.warc import payload_checksum
+from transforms.core.robots_meta import meta_contents, page_directives, x_robots_tags
+from transforms.core.sitemap_links import SitemapYield, sitemap_outlinks
+from transforms.core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
+from transforms.core.urls import InvalidUrl, canonicalize_url
+from transforms.formats.warc import payload_checksum
 
 METRICS_NAMESPACE = "crawler"
 DEFAULT_MAX_DECODED_BYTES = 10 * 1024 * 1024  # --max_body_bytes' default

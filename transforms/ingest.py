@@ -17,17 +17,17 @@ import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 
-from transforms.frontier import FrontierWork
-from transforms.messages import BadMessage, decode_requests, is_heartbeat
-from transforms.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
-from transforms.records import AckToken, CrawlRequest, DeadLetter
-from transforms.sharding import shard_key
-from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
+from transforms.core.records import AckToken, CrawlRequest, DeadLetter
+from transforms.core.sharding import shard_key
+from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.formats.messages import BadMessage, decode_requests, is_heartbeat
+from transforms.host_frontier import FrontierWork
 
 METRICS_NAMESPACE = "crawler"
 DEAD_LETTER_TAG = "dead_letter"
 ACKS_TAG = "acks"
-# Set by a source that leaves acknowledgement to the pipeline (``pipeline.local_pubsub`` on the
+# Set by a source that leaves acknowledgement to the pipeline (``pipeline.local.pubsub_read`` on the
 # DirectRunner): the message's ack id.
 ACK_ID_ATTRIBUTE = "crawler-ack-id"
 
@@ -51,7 +51,7 @@ def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
 class _DecodeAndKeyFn(beam.DoFn):
     """Decodes one message, canonicalizes its URLs and emits one (key, FrontierWork) per
     frontier key: the host, or ``host#shard`` for a host the policy shards
-    (``transforms.sharding``).
+    (``transforms.core.sharding``).
 
     A message read by a source that leaves acknowledgement to the pipeline carries its ack id
     (``ACK_ID_ATTRIBUTE``); each part of the message (one per key, and one for its dead

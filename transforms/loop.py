@@ -28,9 +28,9 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.messages import chunk, encode_requests
-from transforms.records import CrawlRequest, Discovered, FetchResult, ParsedPage
-from transforms.urls import politeness_key
+from transforms.core.records import CrawlRequest, Discovered, FetchResult, ParsedPage
+from transforms.core.urls import politeness_key
+from transforms.formats.messages import chunk, encode_requests
 
 METRICS_NAMESPACE = "crawler"
 PAGES_TAG = "pages"

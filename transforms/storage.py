@@ -1,10 +1,10 @@
 """``WriteRows``: rows -> one Bigtable table, durably, and what waited for them.
 
-Each element is a :class:`RowWrite`: a ``transforms.rows.Row``, optionally the frontier index
-entry its URL settles (deleted only after the row is written, so the index never loses work
+Each element is a :class:`RowWrite`: a ``transforms.formats.rows.Row``, optionally the frontier
+index entry its URL settles (deleted only after the row is written, so the index never loses work
 whose terminal row did not make it) and the Pub/Sub acknowledgements that waited for the row.
 The DoFn buffers a bundle's rows and writes them with the store's blocking ``MutateRows``
-(``transforms.bigtable_store``; the emulator when ``BIGTABLE_EMULATOR_HOST`` is set), at the
+(``transforms.stores.bigtable``; the emulator when ``BIGTABLE_EMULATOR_HOST`` is set), at the
 end of the bundle or every ``flush_rows`` rows, then deletes the index entries and releases the
 acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessages``.
 """
@@ -20,10 +20,10 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms import drain
-from transforms.frontier_store import StoreBatch, StoreSpec
-from transforms.records import AckToken, DeadLetter, FetchResult, StoredPage
-from transforms.rows import Row, dead_letter_row, stored_page_row, unstored_result_row
+from transforms.core.records import AckToken, DeadLetter, FetchResult, StoredPage
+from transforms.formats.rows import Row, dead_letter_row, stored_page_row, unstored_result_row
+from transforms.frontier import drain
+from transforms.frontier.store import StoreBatch, StoreSpec
 
 METRICS_NAMESPACE = "crawler"
 
@@ -99,7 +99,7 @@ class WriteRows(beam.PTransform):
     once their rows are durable.
 
     Args:
-        store: where the tables are (``transforms.bigtable_store.BigtableStoreSpec``).
+        store: where the tables are (``transforms.stores.bigtable.BigtableStoreSpec``).
         table: the table's name.
         webtable: the table is the store's webtable, whose rows settle index entries.
         flush_rows: write at most this many rows at once.

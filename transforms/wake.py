@@ -1,9 +1,9 @@
 """``WakePendingKeys``: a new job touches every key that has work pending, once, at its start.
 
 A key rebuilds its state from the tables when it is touched with empty state
-(``transforms.rebuild``), but a key whose URLs were all in an earlier job's state is touched by
-nothing in the new job: its URLs sit in the index while no message comes for it. The hosts
-table marks such keys (``h:pending``, written by the frontier whenever a key's pending work
+(``transforms.frontier.rebuild``), but a key whose URLs were all in an earlier job's state is
+touched by nothing in the new job: its URLs sit in the index while no message comes for it. The
+hosts table marks such keys (``h:pending``, written by the frontier whenever a key's pending work
 starts or ends), so at the start of a job this step reads the marked keys and sends each an
 empty element; the key rebuilds and carries on.
 
@@ -21,8 +21,8 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
-from transforms.frontier_store import StoreSpec
-from transforms.records import FrontierWork
+from transforms.core.records import FrontierWork
+from transforms.frontier.store import StoreSpec
 
 METRICS_NAMESPACE = "crawler"
 _LOG = logging.getLogger(__name__)

@@ -30,8 +30,8 @@ from apache_beam.transforms.userstate import (
 )
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.records import ParsedPage, StoredPage, WarcLocation
-from transforms.warc import WarcFileBuilder, warc_filename
+from transforms.core.records import ParsedPage, StoredPage, WarcLocation
+from transforms.formats.warc import WarcFileBuilder, warc_filename
 
 METRICS_NAMESPACE = "crawler"
 SOFTWARE = "beam-crawler/0.1 (Apache Beam, warcio)"

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from benchmarks.stages import main, messy_variant
-from transforms.urls import canonicalize_url
+from transforms.core.urls import canonicalize_url
 
 
 def test_the_stage_benchmark_runs_and_writes_positive_figures(tmp_path, capsys):

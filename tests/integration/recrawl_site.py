@@ -18,7 +18,7 @@ import html
 import itertools
 from dataclasses import dataclass, field
 
-from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
 
 ETAG = '"e1"'
 LAST_MODIFIED = "Tue, 01 Oct 2024 10:00:00 GMT"

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import gzip
 
-from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
 from tests.integration.sites import page
 
 SITEMAP_ONLY = ("/only-in-sitemap/1", "/only-in-sitemap/2", "/only-in-sitemap/3")

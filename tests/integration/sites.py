@@ -1,6 +1,6 @@
 """The trap site and the faults site of the end-to-end policy tests, and a helper that crawls them.
 
-Both sites are ``pipeline.logged_server`` sites on loopback addresses, which log every request
+Both sites are ``pipeline.demo.server`` sites on loopback addresses, which log every request
 they answer (request-target as sent, start and end time, status, what was sent) and compress
 text responses as a stock nginx does, so the tests assert from the servers' side what the
 crawler did.
@@ -51,15 +51,15 @@ from pyftpdlib.ioloop import IOLoop  # type: ignore[import-untyped]
 from pyftpdlib.servers import FTPServer  # type: ignore[import-untyped]
 from warcio.archiveiterator import ArchiveIterator
 
-from pipeline.cli import local_pipeline_args
-from pipeline.local_run import RunSummary
-from pipeline.local_stack import LocalStack
-from pipeline.logged_server import Hit, LoggedServers, Reply, RequestView
+from pipeline.cli.main import local_pipeline_args
+from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.local.driver import RunSummary
+from pipeline.local.stack import LocalStack
 from pipeline.main import run
-from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
-from pipeline.seeding import publish_seeds
+from pipeline.ops.resources import ensure_bigtable, ensure_subscription, ensure_topic
+from pipeline.ops.seeding import publish_seeds
 from tests.integration.ftp_server import polled_in_thread
-from transforms.rowkeys import url_from_row_key
+from transforms.formats.rowkeys import url_from_row_key
 
 SESSION_ID = re.compile(r"jsessionid|[?&;](?:sid|phpsessid)=", re.IGNORECASE)
 

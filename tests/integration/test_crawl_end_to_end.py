@@ -25,21 +25,21 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from google.cloud import bigtable
 
-from pipeline.cli import local_pipeline_args
-from pipeline.cli import main as cli_main
-from pipeline.demo_site import DemoSite
-from pipeline.local_run import RunSummary
+from pipeline.cli.main import local_pipeline_args
+from pipeline.cli.main import main as cli_main
+from pipeline.demo.log import crawlable_paths, max_concurrency, min_start_gap
+from pipeline.demo.site import DemoSite
+from pipeline.local.driver import RunSummary
 from pipeline.main import run
-from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
-from pipeline.seeding import publish_seeds
-from pipeline.server_log import crawlable_paths, max_concurrency, min_start_gap
-from transforms.content import header
-from transforms.policy import DEFAULT_POLICY
+from pipeline.ops.resources import ensure_bigtable, ensure_subscription, ensure_topic
+from pipeline.ops.seeding import publish_seeds
+from transforms.core.content import header
+from transforms.core.policy import DEFAULT_POLICY
+from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.formats.rowkeys import row_key, url_from_row_key
+from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
+from transforms.formats.warc import read_record
 from transforms.pubsub_source import lease_stats
-from transforms.rowkeys import row_key, url_from_row_key
-from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
-from transforms.urls import canonicalize_url, politeness_key
-from transforms.warc import read_record
 
 pytestmark = pytest.mark.integration
 

@@ -25,19 +25,19 @@ from pathlib import Path
 import pytest
 from google.cloud import bigtable
 
-from pipeline.cli import local_pipeline_args
-from pipeline.demo_site import DemoSite
-from pipeline.local_run import RunSummary
+from pipeline.cli.main import local_pipeline_args
+from pipeline.demo.log import crawlable_paths, max_concurrency, min_start_gap
+from pipeline.demo.site import DemoSite
+from pipeline.local.driver import RunSummary
 from pipeline.main import run
-from pipeline.resources import ensure_bigtable, ensure_subscription, ensure_topic
-from pipeline.seeding import publish_seeds
-from pipeline.server_log import crawlable_paths, max_concurrency, min_start_gap
-from transforms.frontier_index import entry_from_cells
-from transforms.policy import DEFAULT_POLICY
-from transforms.rowkeys import url_from_row_key
-from transforms.schema import FETCH_FAMILY, FRONTIER_TABLE, INDEX_FAMILY, WEBTABLE
-from transforms.status import is_terminal
-from transforms.urls import canonicalize_url
+from pipeline.ops.resources import ensure_bigtable, ensure_subscription, ensure_topic
+from pipeline.ops.seeding import publish_seeds
+from transforms.core.policy import DEFAULT_POLICY
+from transforms.core.status import is_terminal
+from transforms.core.urls import canonicalize_url
+from transforms.formats.index import entry_from_cells
+from transforms.formats.rowkeys import url_from_row_key
+from transforms.formats.schema import FETCH_FAMILY, FRONTIER_TABLE, INDEX_FAMILY, WEBTABLE
 
 pytestmark = pytest.mark.integration
 

@@ -29,11 +29,11 @@ from tests.integration.sites import (
     crawl,
     warc_records,
 )
-from transforms.policy import SUPPORTED_SCHEMES
-from transforms.retry import MAX_ATTEMPTS
-from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY
-from transforms.urls import canonicalize_url, politeness_key
-from transforms.warc import read_record
+from transforms.core.policy import SUPPORTED_SCHEMES
+from transforms.core.retry import MAX_ATTEMPTS
+from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY
+from transforms.formats.warc import read_record
 
 pytestmark = pytest.mark.integration
 

@@ -4,7 +4,7 @@ Bodies, statuses and headers as sent, media not read, truncation, redirects, tim
 kinds, each run as a lease through ``FetchService`` (the path the frontier uses). Politeness,
 deadlines, robots leases and the service's polling are in ``test_fetch_leases``.
 
-The servers are ``pipeline.logged_server`` sites, which compress text as nginx does; ``serve``
+The servers are ``pipeline.demo.server`` sites, which compress text as nginx does; ``serve``
 starts one whose routes map a path (without query) to a ``Reply`` or, for what no well-behaved
 server does (trickling, hanging up, a short body), to a raw handler.
 """
@@ -23,11 +23,9 @@ from dataclasses import dataclass
 import aiohttp
 import pytest
 
-from pipeline.logged_server import Hit, LoggedServers, RawHandler, Reply, RequestView, Wire
-from pipeline.served_coding import encode_body
-from transforms.fetch import FetchConfig, Lease, LeaseOutcome, classify_error
-from transforms.fetch_service import shared_fetch_service
-from transforms.records import (
+from pipeline.demo.coding import encode_body
+from pipeline.demo.server import Hit, LoggedServers, RawHandler, Reply, RequestView, Wire
+from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
     OUTCOME_NOT_STORED,
@@ -35,7 +33,9 @@ from transforms.records import (
     CrawlRequest,
     FetchResult,
 )
-from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.fetchers.http import FetchConfig, Lease, LeaseOutcome, classify_error
+from transforms.fetchers.service import shared_fetch_service
 
 # Short timeouts keep the failure tests fast; every test that needs other settings replaces some.
 # The servers are on loopback, so the SSRF guard is opened for them (its own tests are below).

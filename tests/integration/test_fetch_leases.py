@@ -15,8 +15,8 @@ from itertools import pairwise
 import aiohttp
 import pytest
 
-from pipeline.served_coding import encode_body
-from pipeline.server_log import max_concurrency
+from pipeline.demo.coding import encode_body
+from pipeline.demo.log import max_concurrency
 from tests.integration.test_fetch import (
     CONFIG,
     RoutedSite,
@@ -27,9 +27,9 @@ from tests.integration.test_fetch import (
     run_leases,
     serving,
 )
-from transforms.fetch import FetchConfig, Lease, LeaseOutcome
-from transforms.fetch_service import FetchService, run_lease, shared_fetch_service
-from transforms.records import OUTCOME_FETCHED, OUTCOME_REDIRECT
+from transforms.core.records import OUTCOME_FETCHED, OUTCOME_REDIRECT
+from transforms.fetchers.http import FetchConfig, Lease, LeaseOutcome
+from transforms.fetchers.service import FetchService, run_lease, shared_fetch_service
 
 TOLERANCE = 0.02  # clock and socket noise between our timestamps and the server's
 ROBOTS = b"User-agent: *\nDisallow: /private\n"

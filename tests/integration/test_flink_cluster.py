@@ -1,7 +1,7 @@
 """The crawl on a local Flink session cluster (a JobManager and a TaskManager, separate JVMs from
-PyPI's apache-flink, ``pipeline.flink_cluster``), submitted with ``--flink_master=127.0.0.1:PORT``
-and run under the local driver; then the same crawl with its TaskManager SIGKILLed mid-crawl and
-a new one started.
+PyPI's apache-flink, ``pipeline.local.flink_cluster``), submitted with
+``--flink_master=127.0.0.1:PORT`` and run under the local driver; then the same crawl with its
+TaskManager SIGKILLed mid-crawl and a new one started.
 
 Asserted from the demo servers' request logs, as in test_crawl_end_to_end.py. After the kill
 Flink restores the job from its last completed checkpoint, and the crawl ends with no
@@ -31,14 +31,14 @@ from urllib.parse import urljoin, urlsplit
 
 import pytest
 
-from pipeline.demo_site import DemoSite
-from pipeline.flink_cluster import FlinkCluster, start_cluster, stop_cluster
-from pipeline.flink_dist import FlinkDistError, java_executable
-from pipeline.flink_submit import active_jobs
-from pipeline.local_run import RunSummary
-from pipeline.server_log import crawlable_paths, politeness_report
+from pipeline.demo.log import crawlable_paths, politeness_report
+from pipeline.demo.site import DemoSite
+from pipeline.local.driver import RunSummary
+from pipeline.local.flink_cluster import FlinkCluster, start_cluster, stop_cluster
+from pipeline.local.flink_dist import FlinkDistError, java_executable
+from pipeline.local.flink_submit import active_jobs
 from tests.integration.sites import crawl
-from transforms.policy import DEFAULT_POLICY
+from transforms.core.policy import DEFAULT_POLICY
 
 pytestmark = pytest.mark.integration
 

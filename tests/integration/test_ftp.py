@@ -24,8 +24,8 @@ from pyftpdlib.ioloop import IOLoop
 from pyftpdlib.servers import FTPServer
 
 from tests.integration.ftp_server import polled_in_thread
-from transforms.ftp import FtpResponse, fetch_ftp
-from transforms.links import is_html
+from transforms.core.links import is_html
+from transforms.fetchers.ftp import FtpResponse, fetch_ftp
 
 HTML = b"<!doctype html><html><head><title>FTP page</title></head><body>hi</body></html>\n"
 BINARY = bytes(range(256)) * 400  # 102,400 bytes, every byte value

@@ -19,8 +19,8 @@ from apache_beam.io.filesystems import FileSystems
 from google.cloud import bigtable, pubsub_v1, storage
 from google.cloud.bigtable import column_family
 
-from pipeline import emulators, resources
-from pipeline.local_stack import (
+from pipeline.local import emulators
+from pipeline.local.stack import (
     LOCAL_JSON,
     SERVICES,
     LocalStack,
@@ -29,8 +29,9 @@ from pipeline.local_stack import (
     start_local_stack,
     stop_local_stack,
 )
+from pipeline.ops import resources
 from tests.conftest import running_local_stack
-from transforms import schema
+from transforms.formats import schema
 
 pytestmark = pytest.mark.integration
 

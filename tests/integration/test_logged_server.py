@@ -1,4 +1,4 @@
-"""The logged test server (pipeline.logged_server) against real clients on loopback: content
+"""The logged test server (pipeline.demo.server) against real clients on loopback: content
 negotiation as nginx does it (gzip, deflate, q-values, identity-only clients), chunked versus
 Content-Length framing, Vary, HEAD and 304, the request log and its timing, keep-alive, raw
 handlers, and stop."""
@@ -20,8 +20,8 @@ from urllib.parse import urlsplit
 import aiohttp
 import pytest
 
-from pipeline.logged_server import LoggedServers, Reply, RequestView, Wire
-from pipeline.served_coding import encode_body
+from pipeline.demo.coding import encode_body
+from pipeline.demo.server import LoggedServers, Reply, RequestView, Wire
 
 TEXT = b"<!doctype html><p>" + b"compressible text " * 40 + b"</p>"
 ROUTES = {

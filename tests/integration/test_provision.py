@@ -7,9 +7,9 @@ import uuid
 import pytest
 from google.cloud import bigtable, pubsub_v1, storage
 
-from pipeline.cli import main as cli_main
-from pipeline.resources import gc_rule
-from transforms import schema
+from pipeline.cli.main import main as cli_main
+from pipeline.ops.resources import gc_rule
+from transforms.formats import schema
 
 pytestmark = pytest.mark.integration
 

@@ -12,7 +12,7 @@ import pytest
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from google.cloud import pubsub_v1
 
-from pipeline.resources import ensure_subscription, ensure_topic
+from pipeline.ops.resources import ensure_subscription, ensure_topic
 from transforms.pubsub_source import (
     AckLeases,
     PullFromPubSub,

@@ -15,11 +15,11 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.logged_server import Hit
+from pipeline.demo.server import Hit
 from tests.integration.recrawl_site import ETAG, LAST_MODIFIED, RecrawlSite
 from tests.integration.sites import Crawl, crawl, warc_records
-from transforms.schema import FETCH_FAMILY, SCHEDULE_FAMILY
-from transforms.urls import canonicalize_url
+from transforms.core.urls import canonicalize_url
+from transforms.formats.schema import FETCH_FAMILY, SCHEDULE_FAMILY
 
 pytestmark = pytest.mark.integration
 

@@ -11,13 +11,13 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.demo_pages import LANDING_PATH, MOVED_PATH, NEW_PATH, OLD_PATH
-from pipeline.demo_site import DemoSite
-from pipeline.server_log import crawlable_paths, min_start_gap
+from pipeline.demo.log import crawlable_paths, min_start_gap
+from pipeline.demo.pages import LANDING_PATH, MOVED_PATH, NEW_PATH, OLD_PATH
+from pipeline.demo.site import DemoSite
 from tests.integration.sites import Crawl, crawl
-from transforms.policy import DEFAULT_POLICY
-from transforms.sharding import shard_key
-from transforms.urls import canonicalize_url
+from transforms.core.policy import DEFAULT_POLICY
+from transforms.core.sharding import shard_key
+from transforms.core.urls import canonicalize_url
 
 pytestmark = pytest.mark.integration
 

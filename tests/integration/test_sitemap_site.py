@@ -10,8 +10,8 @@ import pytest
 
 from tests.integration.sitemap_site import DISALLOWED, FOREIGN, SITEMAP_ONLY, SitemapSite
 from tests.integration.sites import Crawl, crawl
-from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY, SCHEDULE_FAMILY
-from transforms.urls import canonicalize_url
+from transforms.core.urls import canonicalize_url
+from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY, SCHEDULE_FAMILY
 
 pytestmark = pytest.mark.integration
 

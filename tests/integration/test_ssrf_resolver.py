@@ -21,7 +21,7 @@ from aiohttp import web
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import ThreadedResolver
 
-from transforms.ssrf import (
+from transforms.fetchers.ssrf import (
     ForbiddenAddress,
     GuardedResolver,
     check_url_target,

@@ -17,11 +17,11 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.server_log import crawlable_paths, max_concurrency
+from pipeline.demo.log import crawlable_paths, max_concurrency
 from tests.integration.sites import SESSION_ID, Crawl, TrapSite, crawl
-from transforms.policy import load_policy
-from transforms.schema import CONTENT_FAMILY, FETCH_FAMILY
-from transforms.urls import canonicalize_url, politeness_key
+from transforms.core.policy import load_policy
+from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY
 
 pytestmark = pytest.mark.integration
 

@@ -19,14 +19,14 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import trigger, window
 
-from pipeline.logged_server import LoggedServers, Reply, RequestView
-from transforms.fetch import FetchConfig
-from transforms.frontier import HostFrontier
-from transforms.frontier_context import FrontierConfig
-from transforms.frontier_store import MemoryStoreSpec, memory_store
-from transforms.policy import HostPolicy, Policy
-from transforms.records import CrawlRequest
-from transforms.urls import politeness_key
+from pipeline.demo.server import LoggedServers, Reply, RequestView
+from transforms.core.policy import HostPolicy, Policy
+from transforms.core.records import CrawlRequest
+from transforms.core.urls import politeness_key
+from transforms.fetchers.http import FetchConfig
+from transforms.frontier.context import FrontierConfig
+from transforms.frontier.store import MemoryStoreSpec, memory_store
+from transforms.host_frontier import HostFrontier
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 
@@ -39,7 +39,7 @@ def _respond(request: RequestView) -> Reply:
 
 @pytest.fixture()
 def server() -> Iterator[tuple[str, LoggedServers]]:
-    """A loopback site (``pipeline.logged_server``) and its request log."""
+    """A loopback site (``pipeline.demo.server``) and its request log."""
     with LoggedServers() as servers:
         yield servers.serve("127.0.0.1", _respond), servers
 

@@ -10,11 +10,7 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to, is_not_empty
 
-from transforms.extract import ExtractLinks
-from transforms.ingest import ACK_ID_ATTRIBUTE, ReadCrawlRequests
-from transforms.loop import PublishLinks
-from transforms.messages import decode_requests, encode_requests
-from transforms.records import (
+from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
     OUTCOME_REDIRECT,
@@ -24,7 +20,11 @@ from transforms.records import (
     FetchResult,
     ParsedPage,
 )
-from transforms.warc import read_record
+from transforms.extract import ExtractLinks
+from transforms.formats.messages import decode_requests, encode_requests
+from transforms.formats.warc import read_record
+from transforms.ingest import ACK_ID_ATTRIBUTE, ReadCrawlRequests
+from transforms.loop import PublishLinks
 from transforms.warc_io import WriteWarc
 
 HTML = b"""<!doctype html><html><head><title> Home  page </title>

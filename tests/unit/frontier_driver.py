@@ -1,4 +1,4 @@
-"""Drives one key's frontier the way ``transforms.frontier`` does, without Beam: real state
+"""Drives one key's frontier the way ``transforms.host_frontier`` does, without Beam: real state
 cells (``FrontierCells`` over in-memory cells, so every step goes through the versioned
 formats), a real ``MemoryFrontierStore``, reads run at once, leases answered by the test.
 
@@ -15,13 +15,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transforms.frontier_cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
-from transforms.frontier_context import Effects, FrontierConfig, IoRequest
-from transforms.frontier_state import JOB_REBUILD, HostState, decode_host_state
-from transforms.frontier_store import BundleWork, MemoryFrontierStore
-from transforms.hostcore import HostCore
-from transforms.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
-from transforms.records import AckToken, CrawlRequest, FetchResult
+from transforms.core.records import AckToken, CrawlRequest, FetchResult
+from transforms.frontier.cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
+from transforms.frontier.context import Effects, FrontierConfig, IoRequest
+from transforms.frontier.hostcore import HostCore
+from transforms.frontier.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
+from transforms.frontier.state import JOB_REBUILD, HostState, decode_host_state
+from transforms.frontier.store import BundleWork, MemoryFrontierStore
 from transforms.storage import fetch_write
 
 
@@ -178,7 +178,7 @@ class FrontierDriver:
 
     def sink(self, fx: Effects) -> None:
         """Writes the results of a harvest as the webtable sink does: rows, then the index."""
-        from transforms.frontier_store import StoreBatch
+        from transforms.frontier.store import StoreBatch
 
         writes = [fetch_write(r) for r in fx.results]
         self.store.write(StoreBatch(rows=[w.row for w in writes],

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from transforms.bloom import BloomFullError, ScalableBloomFilter, bloom_bits, bloom_hashes
+from transforms.core.bloom import BloomFullError, ScalableBloomFilter, bloom_bits, bloom_hashes
 
 MEMBERS = 100_000
 NON_MEMBERS = 200_000

@@ -5,7 +5,7 @@ import zlib
 
 import pytest
 
-from transforms.content import Decoded, codings, decode_body, header
+from transforms.core.content import Decoded, codings, decode_body, header
 
 BODY = b"<html>" + b"x" * 1000
 

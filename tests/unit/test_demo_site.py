@@ -24,8 +24,8 @@ from urllib.robotparser import RobotFileParser
 
 import pytest
 
-from pipeline.demo_pages import MIN_PAGES, SiteSpec
-from pipeline.demo_site import DemoSite, find_unused_port, latency_for
+from pipeline.demo.pages import MIN_PAGES, SiteSpec
+from pipeline.demo.site import DemoSite, find_unused_port, latency_for
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
@@ -512,7 +512,7 @@ def test_latency_is_deterministic_and_requests_overlap() -> None:
 
 def test_cli_prints_seeds_and_serves_until_interrupted(tmp_path: Path) -> None:
     log = tmp_path / "log.jsonl"
-    command = [sys.executable, "-m", "pipeline.demo_site", "--hosts", "2", "--pages", "20",
+    command = [sys.executable, "-m", "pipeline.demo.site", "--hosts", "2", "--pages", "20",
                "--log", str(log)]
     with subprocess.Popen(command, cwd=REPO_ROOT, stdout=subprocess.PIPE, text=True) as process:
         assert process.stdout is not None

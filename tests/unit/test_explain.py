@@ -1,4 +1,4 @@
-"""``crawler explain``: the pure replay of the pipeline's decisions (pipeline.explain.explain),
+"""``crawler explain``: the pure replay of the pipeline's decisions (pipeline.ops.explain.explain),
 its text and JSON forms, the command's exit codes, and the robots.txt fetch against a local
 server."""
 
@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import main
-from pipeline.explain import (
+from pipeline.cli.main import main
+from pipeline.demo.server import LoggedServers, Reply, RequestView
+from pipeline.ops.explain import (
     BUDGET_NOTE,
     DEFAULT_USER_AGENT,
     explain,
@@ -22,10 +23,9 @@ from pipeline.explain import (
     fetch_robots_rules,
     format_explanation,
 )
-from pipeline.logged_server import LoggedServers, Reply, RequestView
-from transforms.filters import FILTER_NAMES
-from transforms.policy import DEFAULT_POLICY, parse_policy
-from transforms.robots import rules_from_response
+from transforms.core.filters import FILTER_NAMES
+from transforms.core.policy import DEFAULT_POLICY, parse_policy
+from transforms.core.robots import rules_from_response
 
 NOW = float(calendar.timegm((2026, 6, 1, 12, 0, 0)))
 ROBOTS_TXT = b"""\

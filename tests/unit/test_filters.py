@@ -9,7 +9,7 @@ import itertools
 
 import pytest
 
-from transforms.filters import (
+from transforms.core.filters import (
     FILTER_NAMES,
     REJECTION_REASONS,
     FilterResult,
@@ -17,7 +17,7 @@ from transforms.filters import (
     domain_matches,
     first_rejection,
 )
-from transforms.policy import HostPolicy, TrapLimits, is_removed_param
+from transforms.core.policy import HostPolicy, TrapLimits, is_removed_param
 
 NOW = calendar.timegm((2026, 6, 15, 12, 0, 0))  # the calendar rule's "today": June 2026
 DEFAULT = HostPolicy()
@@ -282,7 +282,7 @@ def test_an_endless_calendar_yields_a_bounded_number_of_urls(template, step):
 
 def test_session_ids_are_removed_by_canonicalization_so_the_policy_exposes_them():
     # A site that appends a new session id to every link: canonicalization drops the parameter
-    # (transforms.urls), so the links collapse into one URL each. The filters see clean URLs.
+    # (transforms.core.urls), so the links collapse into one URL each. The filters see clean URLs.
     for name in ("jsessionid", "PHPSESSID", "sid", "ASPSESSIONIDSQTCBCTA", "utm_source"):
         assert is_removed_param(name, DEFAULT.remove_params)
     assert not is_removed_param("page", DEFAULT.remove_params)

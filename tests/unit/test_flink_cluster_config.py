@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 import yaml  # type: ignore[import-untyped]
 
-from pipeline.flink_cluster import FlinkCluster, load_cluster, stop_cluster
-from pipeline.flink_dist import HOST, SLOTS, flink_config, write_conf_dir
-from pipeline.flink_submit import is_loopback_master, rest_url
+from pipeline.local.flink_cluster import FlinkCluster, load_cluster, stop_cluster
+from pipeline.local.flink_dist import HOST, SLOTS, flink_config, write_conf_dir
+from pipeline.local.flink_submit import is_loopback_master, rest_url
 from pipeline.main import is_local_flink_cluster, run
 from pipeline.options import CrawlerOptions
 

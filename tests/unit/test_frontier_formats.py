@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from transforms.frontier_index import IndexEntry, entry_cells, entry_from_cells, index_row_key
-from transforms.frontier_state import (
+from transforms.core.records import AckToken, CrawlRequest
+from transforms.core.retry import HostBackoff
+from transforms.core.robots import RobotsRules
+from transforms.formats.index import IndexEntry, entry_cells, entry_from_cells, index_row_key
+from transforms.frontier.state import (
     ActiveLease,
     HeadEntry,
     HostState,
@@ -24,9 +27,6 @@ from transforms.frontier_state import (
     encode_inbox,
     encode_robots,
 )
-from transforms.records import AckToken, CrawlRequest
-from transforms.retry import HostBackoff
-from transforms.robots import RobotsRules
 
 DATA = Path(__file__).parent / "data"
 REQUEST = CrawlRequest("https://a.example/x?y=1", 2, 3, "https://a.example/", attempt=1,

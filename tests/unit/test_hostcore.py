@@ -10,12 +10,12 @@ import logging
 import pytest
 
 from tests.unit.frontier_driver import FrontierDriver
-from transforms.frontier_context import FrontierConfig
-from transforms.hostcore import LOST_LEASE_GRACE
-from transforms.leases import FetchConfig
-from transforms.policy import HostPolicy, Policy
-from transforms.records import AckToken, CrawlRequest
-from transforms.schema import HOST_FAMILY
+from transforms.core.policy import HostPolicy, Policy
+from transforms.core.records import AckToken, CrawlRequest
+from transforms.formats.schema import HOST_FAMILY
+from transforms.frontier.context import FrontierConfig
+from transforms.frontier.hostcore import LOST_LEASE_GRACE
+from transforms.frontier.leases import FetchConfig
 
 HOST = "site.example"
 CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=1.0, max_pages_per_host=50)),
@@ -129,7 +129,7 @@ def test_robots_txt_with_content_and_no_rule_is_logged_as_a_warning(caplog):
     d.element([req("a")], now=0.0)
     d.settle(0.01)
     d.answer_robots(b"<html><body>Welcome!</body></html>", at=0.05)
-    with caplog.at_level(logging.WARNING, logger="transforms.harvest"):
+    with caplog.at_level(logging.WARNING, logger="transforms.frontier.harvest"):
         d.timer(0.1)
     (record,) = [r for r in caplog.records if "no Allow/Disallow rule" in r.getMessage()]
     assert record.__dict__["host"] == HOST
@@ -271,9 +271,9 @@ def test_a_refill_read_that_comes_back_after_a_harvest_drops_what_was_harvested(
 
 
 def test_a_refill_read_outlived_by_too_many_harvests_is_read_again(monkeypatch):
-    import transforms.harvest
+    import transforms.frontier.harvest
 
-    monkeypatch.setattr(transforms.harvest, "REFILL_PASSED_CAP", 1)
+    monkeypatch.setattr(transforms.frontier.harvest, "REFILL_PASSED_CAP", 1)
     d = FrontierDriver(RACE_CONFIG, HOST, hold_reads=True)
     fetched = _to_a_slow_refill(d)
     d.run_reads(deliver=False)

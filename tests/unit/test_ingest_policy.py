@@ -2,9 +2,9 @@
 
 import pytest
 
+from transforms.core.policy import parse_policy
+from transforms.core.urls import InvalidUrl
 from transforms.ingest import canonical_for_host
-from transforms.policy import parse_policy
-from transforms.urls import InvalidUrl
 
 POLICY = parse_policy({"hosts": {"keep.example": {"remove_params": [], "sort_query": True}}})
 

@@ -1,4 +1,4 @@
-"""Tests for transforms.links: decoding, link resolution, title and robots extraction."""
+"""Tests for transforms.core.links: decoding, link resolution, title and robots extraction."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from urllib.parse import urljoin
 
 import pytest
 
-from transforms.links import (
+from transforms.core.links import (
     HtmlInfo,
     decode_html,
     extract_html,

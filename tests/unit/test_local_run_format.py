@@ -1,13 +1,13 @@
-"""The pure parts of pipeline.local_run: totals over hosts-table rows and the printed reports."""
+"""The pure parts of pipeline.local.driver: totals over hosts-table rows and the printed reports."""
 
 from __future__ import annotations
 
 import re
 
-from pipeline.local_run import HostRow, Totals, format_progress, format_summary, totals_of
-from transforms.records import HostStats
-from transforms.rows import host_row
-from transforms.schema import HOST_FAMILY
+from pipeline.local.driver import HostRow, Totals, format_progress, format_summary, totals_of
+from transforms.core.records import HostStats
+from transforms.formats.rows import host_row
+from transforms.formats.schema import HOST_FAMILY
 
 
 def _host(name: str, **values) -> HostRow:
@@ -84,7 +84,7 @@ def test_snapshot_changes_when_any_counter_changes():
 
 
 def test_totals_read_rows_written_by_host_row():
-    # The hosts table is written by transforms.rows.host_row and read back here.
+    # The hosts table is written by transforms.formats.rows.host_row and read back here.
     stats = [HostStats("a.example", 1.0, fetched=5, queued=2, lease_active=True, delay=1.5),
              HostStats("b.example", 2.0, fetched=1, errors=2, lease_active=False)]
     rows = [HostRow(r.key, r.cells[HOST_FAMILY]) for r in map(host_row, stats)]

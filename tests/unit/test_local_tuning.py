@@ -11,8 +11,8 @@ from apache_beam.transforms import userstate
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
-from pipeline import local_tuning
-from transforms.frontier import _HostFrontierFn as HostFrontierFn
+from pipeline.local import tuning as local_tuning
+from transforms.host_frontier import _HostFrontierFn as HostFrontierFn
 
 
 class Counting(beam.DoFn):

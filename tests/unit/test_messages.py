@@ -2,8 +2,8 @@
 
 import pytest
 
-from transforms.messages import BadMessage, chunk, decode_requests, encode_requests
-from transforms.records import CrawlRequest
+from transforms.core.records import CrawlRequest
+from transforms.formats.messages import BadMessage, chunk, decode_requests, encode_requests
 
 
 def test_round_trip_keeps_every_field():

@@ -6,10 +6,10 @@ import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
 
 from pipeline.options import CrawlerOptions
-from transforms.fetch import FetchConfig
-from transforms.hostcore import FrontierConfig
-from transforms.robots import product_token as robots_token
-from transforms.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
+from transforms.core.robots import product_token as robots_token
+from transforms.fetchers.http import FetchConfig
+from transforms.formats.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
+from transforms.frontier.hostcore import FrontierConfig
 
 VALID = {
     "input_subscription": "projects/p/subscriptions/frontier-crawler",

@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from transforms import policy as policy_module
-from transforms.policy import (
+from transforms.core import policy as policy_module
+from transforms.core.policy import (
     DEFAULT_POLICY,
     DEFAULT_REMOVE_PARAMS,
     DEFAULT_SKIP_EXTENSIONS,

@@ -5,8 +5,8 @@ from dataclasses import dataclass
 
 import pytest
 
-from transforms import recrawl
-from transforms.recrawl import FetchHistory, Validators
+from transforms.core import recrawl
+from transforms.core.recrawl import FetchHistory, Validators
 
 HOUR = 3600.0
 DAY = 24 * HOUR

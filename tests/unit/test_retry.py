@@ -5,8 +5,8 @@ import random
 
 import pytest
 
-from transforms import retry
-from transforms.retry import HostBackoff
+from transforms.core import retry
+from transforms.core.retry import HostBackoff
 
 NOW = float(calendar.timegm((2024, 5, 1, 12, 0, 0, 0, 0, 0)))  # Wed, 01 May 2024 12:00:00 GMT
 

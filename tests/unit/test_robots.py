@@ -9,7 +9,7 @@ import zlib
 
 import pytest
 
-from transforms.robots import (
+from transforms.core.robots import (
     MODE_ALLOW_ALL,
     MODE_DISALLOW_ALL,
     MODE_PARSED,

@@ -1,12 +1,12 @@
-"""Tests for transforms.robots_meta: robots meta tags and X-Robots-Tag headers."""
+"""Tests for transforms.core.robots_meta: robots meta tags and X-Robots-Tag headers."""
 
 from __future__ import annotations
 
 import pytest
 
-from transforms.links import extract_html
-from transforms.robots import product_token
-from transforms.robots_meta import (
+from transforms.core.links import extract_html
+from transforms.core.robots import product_token
+from transforms.core.robots_meta import (
     RobotsDirectives,
     meta_contents,
     page_directives,

@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.url_cases import fuzz_cases, valid_urls
-from transforms.rowkeys import (
+from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.formats.rowkeys import (
     host_row_prefix,
     host_row_prefixes,
     row_key,
     row_key_matches_host,
     url_from_row_key,
 )
-from transforms.urls import InvalidUrl, canonicalize_url, politeness_key
 
 
 @pytest.mark.parametrize(

@@ -1,5 +1,5 @@
-"""Webtable, hosts and dead-letter rows (transforms.rows) and their Bigtable mutation
-(transforms.bigtable_store.to_mutation_entry)."""
+"""Webtable, hosts and dead-letter rows (transforms.formats.rows) and their Bigtable mutation
+(transforms.stores.bigtable.to_mutation_entry)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from transforms.bigtable_store import to_mutation_entry
-from transforms.records import (
+from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
     OUTCOME_FILTERED,
@@ -27,8 +26,8 @@ from transforms.records import (
     UrlOutcome,
     WarcLocation,
 )
-from transforms.rowkeys import row_key
-from transforms.rows import (
+from transforms.formats.rowkeys import row_key
+from transforms.formats.rows import (
     MAX_DEAD_LETTER_PAYLOAD,
     Row,
     dead_letter_row,
@@ -38,7 +37,7 @@ from transforms.rows import (
     stored_page_row,
     unstored_result_row,
 )
-from transforms.schema import (
+from transforms.formats.schema import (
     CONTENT_FAMILY,
     DEADLETTER_FAMILY,
     FETCH_FAMILY,
@@ -48,6 +47,7 @@ from transforms.schema import (
     TABLE_FAMILIES,
     WEBTABLE,
 )
+from transforms.stores.bigtable import to_mutation_entry
 
 # 2024-03-01T12:34:56.789Z
 AT = datetime(2024, 3, 1, 12, 34, 56, 789000, tzinfo=UTC).timestamp()
@@ -413,7 +413,7 @@ def test_mutation_of_a_whole_stored_page_carries_every_cell():
 
 
 def test_writes_are_split_under_bigtables_limit_of_mutations_per_call():
-    from transforms.bigtable_store import MAX_MUTATIONS_PER_CALL, mutation_chunks
+    from transforms.stores.bigtable import MAX_MUTATIONS_PER_CALL, mutation_chunks
 
     assert MAX_MUTATIONS_PER_CALL < 100_000  # MutateRows refuses more
     sizes = [14] * 7_680  # a bundle that admitted 7,680 URLs: 107,520 mutations

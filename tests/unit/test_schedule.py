@@ -2,9 +2,9 @@
 
 import pytest
 
-from transforms import schedule
-from transforms.frontier_state import HeadEntry
-from transforms.records import CrawlRequest
+from transforms.core import schedule
+from transforms.core.records import CrawlRequest
+from transforms.frontier.state import HeadEntry
 
 
 def test_politeness_delay_takes_the_larger_of_ours_and_crawl_delay():

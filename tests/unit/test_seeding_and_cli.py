@@ -1,4 +1,5 @@
-"""Seed grouping (pipeline.seeding.group_seeds) and the ``crawler`` command line (pipeline.cli)."""
+"""Seed grouping (pipeline.ops.seeding.group_seeds) and the ``crawler`` command line
+(pipeline.cli.main)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,11 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli import build_parser, local_pipeline_args, main
-from pipeline.local_stack import LocalStack
-from pipeline.seeding import group_seeds
-from transforms.records import CrawlRequest
-from transforms.urls import (
+from pipeline.cli.main import build_parser, local_pipeline_args, main
+from pipeline.local.stack import LocalStack
+from pipeline.ops.seeding import group_seeds
+from transforms.core.records import CrawlRequest
+from transforms.core.urls import (
     INVALID_REASONS,
     REASON_EMPTY,
     REASON_RELATIVE,

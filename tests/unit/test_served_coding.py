@@ -1,4 +1,4 @@
-"""nginx's gzip rules as the test servers apply them (pipeline.served_coding): negotiation,
+"""nginx's gzip rules as the test servers apply them (pipeline.demo.coding): negotiation,
 eligible types and sizes, and the deterministic encodings tests recompute."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 
-from pipeline.served_coding import (
+from pipeline.demo.coding import (
     MIN_LENGTH,
     accepts,
     choose_coding,

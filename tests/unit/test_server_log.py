@@ -1,4 +1,4 @@
-"""Server-side politeness checks (pipeline.server_log) over hand-made request logs."""
+"""Server-side politeness checks (pipeline.demo.log) over hand-made request logs."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import pytest
 
-from pipeline.server_log import (
+from pipeline.demo.log import (
     PolitenessReport,
     max_concurrency,
     min_start_gap,

@@ -7,11 +7,9 @@ from collections import Counter
 import pytest
 
 from tests.unit.frontier_driver import FrontierDriver
-from transforms.fetch import FetchConfig
-from transforms.frontier_context import FrontierConfig
-from transforms.policy import HostPolicy, Policy, PolicyError, parse_policy
-from transforms.records import CrawlRequest
-from transforms.sharding import (
+from transforms.core.policy import HostPolicy, Policy, PolicyError, parse_policy
+from transforms.core.records import CrawlRequest
+from transforms.core.sharding import (
     MAX_SHARDS,
     host_of_key,
     shard_budget,
@@ -19,6 +17,8 @@ from transforms.sharding import (
     shard_key,
     shard_of,
 )
+from transforms.fetchers.http import FetchConfig
+from transforms.frontier.context import FrontierConfig
 
 URLS = [f"https://big.example/page/{i}" for i in range(3000)]
 

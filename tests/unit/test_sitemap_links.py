@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import gzip
 
-from transforms.extract import read_sitemap
-from transforms.messages import decode_requests, encode_requests
-from transforms.records import (
+from transforms.core.records import (
     KIND_PAGE,
     KIND_SITEMAP,
     KIND_SITEMAP_CHILD,
     CrawlRequest,
     FetchResult,
 )
-from transforms.sitemap_links import robots_sitemap_requests, sitemap_outlinks
-from transforms.sitemaps import parse_sitemap
+from transforms.core.sitemap_links import robots_sitemap_requests, sitemap_outlinks
+from transforms.core.sitemaps import parse_sitemap
+from transforms.extract import read_sitemap
+from transforms.formats.messages import decode_requests, encode_requests
 
 ROBOTS = "https://example.com/robots.txt"
 

@@ -1,4 +1,4 @@
-"""Tests for transforms.sitemaps: formats, limits, XML safety, dates, scope and priorities."""
+"""Tests for transforms.core.sitemaps: formats, limits, XML safety, dates, scope and priorities."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from transforms.sitemaps import (
+from transforms.core.sitemaps import (
     DEFAULT_SITEMAP_PATHS,
     KIND_INDEX,
     KIND_TEXT,

@@ -12,7 +12,7 @@ import socket
 import pytest
 from aiohttp.abc import AbstractResolver, ResolveResult
 
-from transforms.ssrf import (
+from transforms.fetchers.ssrf import (
     FORBIDDEN_HOSTNAMES,
     SSRF_ERROR_KIND,
     ForbiddenAddress,

@@ -9,8 +9,8 @@ import pickle
 import pytest
 
 from tests.unit.url_cases import OPTIONS, RFC_BASE, fuzz_cases, param_fuzz_cases, valid_urls
-from transforms.url_params import ParamFilter
-from transforms.urls import (
+from transforms.core.url_params import ParamFilter
+from transforms.core.urls import (
     DEFAULT_REMOVED_PARAMS,
     INVALID_REASONS,
     MAX_URL_LENGTH,

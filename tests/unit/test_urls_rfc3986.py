@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.url_cases import RFC_BASE
-from transforms.urls import InvalidUrl, canonicalize_url
+from transforms.core.urls import InvalidUrl, canonicalize_url
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
 

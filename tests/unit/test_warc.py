@@ -1,4 +1,4 @@
-"""Tests for transforms.warc: records round-trip through warcio byte for byte."""
+"""Tests for transforms.formats.warc: records round-trip through warcio byte for byte."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import re
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
-from transforms.records import CrawlRequest, FetchResult
-from transforms.warc import (
+from transforms.core.records import CrawlRequest, FetchResult
+from transforms.formats.warc import (
     GZIP_LEVEL,
     WarcFileBuilder,
     build_response_record,

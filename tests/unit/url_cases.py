@@ -1,11 +1,11 @@
-"""URL samples shared by the tests of ``transforms.urls`` and ``transforms.rowkeys``: a seeded
-fuzzer of URL-like strings and a list of canonical URLs of every shape."""
+"""URL samples shared by the tests of ``transforms.core.urls`` and ``transforms.formats.rowkeys``: a
+seeded fuzzer of URL-like strings and a list of canonical URLs of every shape."""
 
 from __future__ import annotations
 
 import random
 
-from transforms.urls import InvalidUrl, canonicalize_url
+from transforms.core.urls import InvalidUrl, canonicalize_url
 
 RFC_BASE = "http://a/b/c/d;p?q"
 

@@ -1,0 +1,77 @@
+"""Politeness measured from the servers' side: checks over request logs (pure).
+
+Used by the end-to-end tests and by ``crawler crawl`` on the demo site, so an operator sees the
+same evidence the tests assert: concurrency per host, gaps between request starts, robots first.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Protocol
+
+from transforms.core.filters import first_rejection
+from transforms.core.policy import HostPolicy
+
+
+class Request(Protocol):
+    """A logged request; read-only members, so frozen records such as
+    ``pipeline.demo.server.Hit`` match."""
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def start(self) -> float: ...
+
+    @property
+    def end(self) -> float: ...
+
+
+@dataclass(frozen=True)
+class PolitenessReport:
+    requests: int
+    max_concurrent: int
+    min_gap: float | None  # smallest gap between consecutive request starts (None: < 2 requests)
+    robots_first: bool
+    duplicates: int  # GETs of a path already requested (robots.txt excluded)
+
+
+def max_concurrency(requests: Sequence[Request]) -> int:
+    """The largest number of requests open at the same instant.
+
+    At one instant, ends of earlier requests close before new starts open (touching requests do
+    not overlap), and a zero-length request opens before it closes (it counts).
+    """
+    events = [(r.start, 1, 1) for r in requests]
+    events += [(r.end, 0 if r.end > r.start else 2, -1) for r in requests]
+    open_now = peak = 0
+    for _, _, delta in sorted(events):
+        open_now += delta
+        peak = max(peak, open_now)
+    return peak
+
+
+def min_start_gap(requests: Sequence[Request]) -> float | None:
+    starts = sorted(r.start for r in requests)
+    if len(starts) < 2:
+        return None
+    return min(b - a for a, b in pairwise(starts))
+
+
+def crawlable_paths(base_url: str, paths: Iterable[str], policy: HostPolicy, now: float
+                    ) -> set[str]:
+    """The paths a crawl with ``policy`` should fetch: the policy's filters (media extensions,
+    traps, deny patterns) keep the others out of the frontier."""
+    return {p for p in paths if first_rejection(base_url + p, 0, policy, now) is None}
+
+
+def politeness_report(requests: Sequence[Request]) -> PolitenessReport:
+    ordered = sorted(requests, key=lambda r: r.start)
+    paths = [r.path for r in ordered if r.path != "/robots.txt"]
+    return PolitenessReport(
+        requests=len(ordered), max_concurrent=max_concurrency(ordered),
+        min_gap=min_start_gap(ordered),
+        robots_first=bool(ordered) and ordered[0].path == "/robots.txt",
+        duplicates=len(paths) - len(set(paths)))

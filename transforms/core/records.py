@@ -1,0 +1,230 @@
+"""The records that flow between the crawl stages.
+
+All are frozen dataclasses made of primitives, tuples and other records, so Beam's deterministic
+fallback coder encodes them; keys in the pipeline are always plain ``str`` politeness keys.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from transforms.core import status
+
+# Statuses recorded in the webtable's ``f:outcome`` cell; ``transforms.core.status`` has the
+# machine.
+OUTCOME_QUEUED = status.QUEUED
+OUTCOME_FETCHED = status.FETCHED
+OUTCOME_NOT_STORED = status.NOT_STORED
+OUTCOME_REDIRECT = status.REDIRECT
+OUTCOME_ERROR = status.ERROR
+OUTCOME_ROBOTS_BLOCKED = status.ROBOTS_BLOCKED
+OUTCOME_FILTERED = status.FILTERED
+OUTCOME_BUDGET = status.BUDGET_EXCEEDED
+OUTCOME_NOT_MODIFIED = status.NOT_MODIFIED
+OUTCOME_FRESH = status.FRESH
+OUTCOME_RETRY = status.RETRY_SCHEDULED
+TERMINAL_OUTCOMES = status.TERMINAL
+
+# What a request fetches: a page, a sitemap named by robots.txt or found at /sitemap.xml, or a
+# sitemap listed by a sitemap index (which must not list further indexes).
+KIND_PAGE = "page"
+KIND_SITEMAP = "sitemap"
+KIND_SITEMAP_CHILD = "sitemap_child"
+SITEMAP_KINDS = frozenset({KIND_SITEMAP, KIND_SITEMAP_CHILD})
+
+# Why a URL the frontier knows already is visited again (``CrawlRequest.revisit``): its next
+# fetch time came, it was submitted again as a seed, or a sitemap lastmod is after its fetch.
+REVISIT_RECRAWL = "recrawl"
+REVISIT_RESUBMIT = "resubmit"
+REVISIT_LASTMOD = "lastmod"
+REVISITS = frozenset({REVISIT_RECRAWL, REVISIT_RESUBMIT, REVISIT_LASTMOD})
+
+
+@dataclass(frozen=True)
+class CrawlRequest:
+    """One URL to crawl.
+
+    Attributes:
+        url: the canonical URL (``transforms.core.urls.canonicalize_url``).
+        depth: link distance from a seed (seeds are 0).
+        priority: higher is fetched first within a host; seeds may set it.
+        discovered_from: the URL of the page that linked here, or None for a seed.
+        attempt: fetch attempts already made (a URL returned by an expired lease keeps its count).
+        conditional: request headers that make a recrawl a conditional GET (``If-None-Match``,
+            ``If-Modified-Since``), from the previous response's validators; empty otherwise.
+        kind: ``page``, or a sitemap kind (``KIND_SITEMAP``, ``KIND_SITEMAP_CHILD``).
+        via: for a sitemap named in robots.txt, that robots.txt URL (it widens the sitemap's
+            scope to the robots origin); None otherwise.
+        lastmod: a sitemap's ``<lastmod>`` for the URL (seconds since the epoch), or None: a
+            known URL whose lastmod is after its last fetch is fetched again.
+        revisit: ``""`` for a URL the frontier has not fetched yet, else why a known URL is
+            visited again (``REVISITS``); the lease decides from the URL's row whether to fetch
+            it (conditionally), answer ``fresh`` or drop it.
+    """
+
+    url: str
+    depth: int = 0
+    priority: int = 0
+    discovered_from: str | None = None
+    attempt: int = 0
+    conditional: tuple[tuple[str, str], ...] = ()
+    kind: str = KIND_PAGE
+    via: str | None = None
+    lastmod: float | None = None
+    revisit: str = ""
+
+
+@dataclass(frozen=True)
+class FetchResult:
+    """What one fetch of one URL produced (a response, or an error with no usable response).
+
+    ``body`` holds the payload exactly as the server sent it (content-encoding intact) and only
+    for responses that are stored; ``body`` is None for everything else.
+    """
+
+    request: CrawlRequest
+    host: str
+    fetched_at: float
+    final_url: str
+    status: int | None = None
+    content_type: str | None = None
+    http_version: str = "1.1"
+    reason: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+    body: bytes | None = None
+    content_length: int = 0
+    truncated: bool = False
+    redirects: tuple[str, ...] = ()
+    redirect_to: str | None = None
+    links: tuple[str, ...] = ()  # links known without parsing (an FTP directory's entries)
+    error: str | None = None
+    error_detail: str | None = None
+    elapsed: float = 0.0
+    outcome: str = OUTCOME_FETCHED
+    next_fetch_at: float | None = None  # set by the frontier from the URL's fetch history
+    detail: str = ""  # what became of the response, e.g. a sitemap's summary (``f:detail``)
+    # The frontier index entry this fetch settles: deleted once the URL's row is durable.
+    index_key: str | None = None
+
+    def without_body(self) -> FetchResult:
+        return dataclasses.replace(self, body=None)
+
+
+@dataclass(frozen=True)
+class UrlOutcome:
+    """A URL that ended without a fetch (or was just accepted: outcome ``queued``)."""
+
+    request: CrawlRequest
+    host: str
+    outcome: str
+    at: float
+    detail: str = ""
+
+
+@dataclass(frozen=True)
+class ParsedPage:
+    """A fetched HTML page with what extraction found in it."""
+
+    fetch: FetchResult
+    title: str | None
+    outlinks: tuple[str, ...]
+    checksum: str
+    noindex: bool = False  # meta robots / X-Robots-Tag: stored, but not exported for indexing
+    nofollow: bool = False  # no link of this page entered the frontier
+    canonical: str | None = None  # <link rel=canonical>, canonicalized
+
+
+@dataclass(frozen=True)
+class WarcLocation:
+    """Where a page's WARC record lives: file URI, byte offset and length of the gzip member."""
+
+    file: str
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True)
+class StoredPage:
+    """A page whose WARC record is written (body dropped), ready for its webtable row."""
+
+    page: ParsedPage
+    location: WarcLocation
+
+
+@dataclass(frozen=True)
+class HostStats:
+    """Cumulative per-key counters and where the key stands, written to the hosts table when
+    they change (at every lease end, and when URLs arrive).
+
+    ``queued`` counts the key's pending URLs (head, lease, arrivals, and an estimate of those
+    only in the index); ``pending`` is False only when the key is idle: nothing queued or in
+    flight and no read pending; ``next_recrawl_at`` is its earliest scheduled revisit.
+    """
+
+    host: str
+    updated_at: float
+    fetched: int = 0
+    errors: int = 0
+    bytes: int = 0
+    robots_blocked: int = 0
+    dedup_dropped: int = 0
+    filtered: int = 0
+    budget_exceeded: int = 0
+    accepted: int = 0
+    queued: int = 0
+    lease_active: bool = False
+    delay: float = 0.0
+    robots_status: str = "unknown"
+    last_error: str = ""
+    robots_rules: int = 0  # Allow/Disallow lines in the host's robots.txt
+    crawl_delay: float | None = None  # the Crawl-delay robots.txt asks of our agent, if any
+    pending: bool = False
+    next_recrawl_at: float | None = None
+    phase: str = "ready"  # "rebuilding" while the key reads its rows back
+    state_bytes: int = 0  # bytes of state this key has written, cumulative
+
+
+@dataclass(frozen=True)
+class AckToken:
+    """A part of a Pub/Sub message whose acknowledgement waits until that part is recorded.
+
+    A message's URLs may go to several frontier keys (and its bad URLs to the dead-letter
+    table); it is acknowledged once every one of its ``parts`` is durable.
+    """
+
+    ack_id: str
+    part: int
+    parts: int
+
+
+class Discovered(NamedTuple):
+    """What extraction makes of a fetch result: the links it yields (for the frontier) and
+    what is recorded of it (a ``ParsedPage`` to store, or a ``FetchResult`` that is not
+    stored, or None). The loop publishes the links before the result moves on, so a URL's
+    terminal row never exists before the links it yields are safe in the frontier topic."""
+
+    links: tuple[CrawlRequest, ...]
+    item: ParsedPage | FetchResult | None
+
+
+class FrontierWork(NamedTuple):
+    """An element of the frontier's input: requests for one key, and the acknowledgements of
+    the messages they came in (released once the requests are recorded)."""
+
+    requests: tuple[CrawlRequest, ...]
+    tokens: tuple[AckToken, ...] = ()
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    """An element that could not be processed, kept with its reason so nothing is lost.
+
+    ``tokens``: the acknowledgements that wait for this row (``AckToken``)."""
+
+    stage: str
+    reason: str
+    payload: bytes
+    at: float
+    tokens: tuple[AckToken, ...] = ()

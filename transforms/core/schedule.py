@@ -1,0 +1,106 @@
+"""Pure scheduling logic of the host frontier: the per-host queue and the lease arithmetic.
+
+No Beam import here; the stateful DoFn in ``transforms.host_frontier`` is a thin shell around these.
+Every function takes ``now`` explicitly so tests drive time by hand.
+
+Lease arithmetic, for a host with politeness delay ``d`` (seconds between request starts):
+
+- a lease carries ``k = clamp(lease_seconds / d, 1, max_lease_urls)`` URLs (``d == 0``: the
+  cap);
+- request ``i`` of a lease starts no earlier than ``d`` after request ``i-1`` ended (so request
+  starts are at least ``d`` apart as the server sees them, and strictly sequential);
+- the lease's deadline is ``start + (k - 1) * d + fetch_timeout``: every request's timeout is
+  clamped to it, so by the deadline the lease holds no open connection; a request that would
+  start after ``deadline - min_request_window`` is not started and goes back to the queue;
+- the next lease of the host starts no earlier than ``last_request_end + d``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from transforms.frontier.state import HeadEntry
+
+
+def politeness_delay(min_delay: float, crawl_delay: float | None) -> float:
+    """The delay between request starts to a host: ours, or the site's ``Crawl-delay`` if larger."""
+    if crawl_delay is None or not math.isfinite(crawl_delay) or crawl_delay < 0:
+        return min_delay
+    return max(min_delay, crawl_delay)
+
+
+def lease_size(delay: float, lease_seconds: float, max_lease_urls: int) -> int:
+    """How many URLs one lease carries (at least 1, at most ``max_lease_urls``)."""
+    if max_lease_urls < 1:
+        raise ValueError("max_lease_urls must be at least 1")
+    if delay <= 0:
+        return max_lease_urls
+    return max(1, min(max_lease_urls, int(lease_seconds // delay)))
+
+
+def lease_deadline(start: float, k: int, delay: float, fetch_timeout: float) -> float:
+    """The time by which every request of a ``k``-URL lease started at ``start`` is closed."""
+    return start + max(0, k - 1) * delay + fetch_timeout
+
+
+def expected_lease_end(start: float, k: int, delay: float, latency: float = 0.05) -> float:
+    """When a lease is expected to be done if every response is fast: the first poll time."""
+    return start + max(0, k - 1) * delay + latency
+
+
+def next_lease_time(last_request_end: float | None, delay: float, now: float) -> float:
+    """The earliest start of a host's next lease: ``delay`` after the last request ended."""
+    if last_request_end is None:
+        return now
+    return max(now, last_request_end + delay)
+
+
+def next_poll_delay(polls_so_far: int, base: float = 0.1, cap: float = 1.0) -> float:
+    """Back-off between polls of an unfinished lease: 0.1, 0.2, 0.4, ... capped at ``cap`` s."""
+    return min(cap, base * (2 ** min(polls_so_far, 10)))
+
+
+def retry_backoff(attempt: int, base: float, cap: float = 3600.0) -> float:
+    """Exponential back-off before attempt ``attempt + 1`` (``attempt`` >= 1)."""
+    return min(cap, base * (2 ** max(0, attempt - 1)))
+
+
+def queue_rank(priority: int, depth: int, enqueued_at: float, aging_seconds: float) -> float:
+    """A request's place in its host's queue: lower is fetched first.
+
+    ``depth - priority + enqueued_at / aging_seconds``: breadth-first by default (one depth level
+    weighs one priority point), a higher priority jumps ahead, and waiting ``aging_seconds`` is
+    worth one priority point, so a low-priority URL is overtaken by at most
+    ``(priority gap) * aging_seconds`` seconds of later arrivals and never starves.
+    """
+    return depth - priority + enqueued_at / aging_seconds
+
+
+AGING_SECONDS = 60.0  # waiting this long is worth one priority point (queue_rank)
+
+
+def merge_head(head: Iterable[HeadEntry], new: Iterable[HeadEntry], size: int
+               ) -> tuple[list[HeadEntry], int]:
+    """The head after adding ``new`` entries: at most ``size`` entries in fetch order, one per
+    URL (an entry already in the head wins over a new one for the same URL).
+
+    Returns:
+        (the new head, how many entries did not fit). Entries that do not fit stay in the
+        frontier index, where a later refill finds them; nothing is lost.
+    """
+    by_url: dict[str, HeadEntry] = {}
+    for entry in head:
+        by_url.setdefault(entry.request.url, entry)
+    for entry in new:
+        by_url.setdefault(entry.request.url, entry)
+    ordered = sorted(by_url.values(), key=HeadEntry.order)
+    return ordered[:size], max(0, len(ordered) - size)
+
+
+def push_front(head: list[HeadEntry], entries: Iterable[HeadEntry]) -> list[HeadEntry]:
+    """The head with ``entries`` (given back by a lease, or retries) ahead of everything (in
+    rank order among themselves); they may exceed the head's size briefly."""
+    front = [e._replace(front=True) for e in entries]
+    urls = {e.request.url for e in front}
+    return sorted(front + [e for e in head if e.request.url not in urls], key=HeadEntry.order)

@@ -1,0 +1,229 @@
+"""Running leases: the protocol registry and ``FetchService``, the per-worker asyncio loop.
+
+A *lease* is a short, strictly sequential run of requests to one host
+(``transforms.core.schedule``).
+``FetchService`` runs leases on one asyncio event loop in a background thread per worker process,
+so a worker has many hosts in flight while the runner's threads never block on the network: the
+frontier submits a lease and later polls for its outcome from a timer callback.
+
+Fetchers are chosen by URL scheme through ``PROTOCOL_FETCHERS``: ``http``/``https``
+(``transforms.fetchers.http``, aiohttp) and ``ftp`` (``transforms.fetchers.ftp``, aioftp). Adding a
+protocol is one module with an ``async (session, request, gate, config) -> FetchResult`` function
+and one line here. Every fetcher takes its request slots from the lease's ``RequestGate``, so
+politeness holds whatever the protocol.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+import aiohttp
+
+from transforms.core.content import ACCEPT_ENCODING
+from transforms.core.records import OUTCOME_ERROR, CrawlRequest, FetchResult
+from transforms.core.retry import is_transient
+from transforms.fetchers.ftp import fetch_ftp_request
+from transforms.fetchers.http import LeaseExpired, RequestGate, fetch_request, fetch_robots
+from transforms.fetchers.ssrf import GuardedResolver, guarded_socket_factory
+from transforms.frontier.leases import (
+    FetchConfig,
+    Lease,
+    LeaseOutcome,
+    LeasePlan,
+    RobotsResponse,
+    UrlRecord,
+    plan_lease,
+)
+
+_LOG = logging.getLogger(__name__)
+Verifier = Callable[[Sequence[str]], dict[str, UrlRecord]]
+Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
+                   Awaitable[FetchResult]]
+PROTOCOL_FETCHERS: dict[str, Fetcher] = {
+    "http": fetch_request,
+    "https": fetch_request,
+    "ftp": fetch_ftp_request,
+}
+
+
+def _unsupported(request: CrawlRequest, host: str) -> FetchResult:
+    return FetchResult(request=request, host=host, fetched_at=time.time(), final_url=request.url,
+                       error="unsupported_scheme", error_detail=request.url.split(":", 1)[0],
+                       outcome=OUTCOME_ERROR)
+
+
+async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchConfig,
+                    verify: Verifier | None = None,
+                    executor: concurrent.futures.Executor | None = None) -> LeaseOutcome:
+    """Runs one lease to completion, to its deadline, or to its first transient failure, and
+    reports what happened; requests not started come back as ``unfinished``.
+
+    With ``verify`` (the frontier's reader of webtable rows), the lease first reads its URLs'
+    rows and fetches only what ``transforms.frontier.leases.plan_lease`` says: a URL already
+    terminal is not fetched again, a revisit is decided from its row. If the rows cannot be read, no
+    URL is fetched and all come back unfinished.
+    """
+    gate = RequestGate(lease, config.min_request_window)
+    results: list[FetchResult] = []
+    robots: RobotsResponse | None = None
+    pending = list(lease.requests)
+    plan: LeasePlan | None = None
+    records: dict[str, UrlRecord] = {}
+    if verify is not None and pending:
+        try:
+            records = await asyncio.get_running_loop().run_in_executor(
+                executor, verify, [r.url for r in pending])
+        except Exception as exc:  # the table is unreachable: try the URLs again later
+            return LeaseOutcome(lease.lease_id, (), tuple(pending), None, (), None, time.time(),
+                                verify_error=f"{type(exc).__name__}: {exc}"[:300])
+        plan = plan_lease(pending, records, time.time())
+        pending = list(plan.fetch)
+    try:
+        if lease.robots_url is not None:
+            robots = await fetch_robots(session, lease.robots_url, gate, config)
+        while pending:
+            fetcher = PROTOCOL_FETCHERS.get(pending[0].url.split(":", 1)[0])
+            if fetcher is None:
+                results.append(_unsupported(pending.pop(0), lease.host))
+                continue
+            result = await fetcher(session, pending[0], gate, config)
+            results.append(result)
+            pending.pop(0)
+            if is_transient(result.status, result.error):
+                # The host said "later" (or failed to answer): the rest of the lease goes back
+                # to the queue and waits for the host's back-off instead of arriving at the
+                # normal pace right after a 429, a 503 or a timeout.
+                break
+    except LeaseExpired:
+        pass
+    return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
+                        tuple(gate.starts), gate.last_end, time.time(),
+                        skipped=plan.skipped if plan else (), fresh=plan.fresh if plan else (),
+                        records=tuple(records.items()))
+
+
+class FetchService:
+    """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns, and
+    a few threads for the blocking table reads the frontier runs off the runner's thread (the
+    rows a lease checks, a key's rebuild and refill pages)."""
+
+    IO_THREADS = 4
+
+    def __init__(self, config: FetchConfig) -> None:
+        self.config = config
+        self._loop = asyncio.new_event_loop()
+        self._io = concurrent.futures.ThreadPoolExecutor(self.IO_THREADS,
+                                                         thread_name_prefix="crawler-io")
+        self._futures: dict[str, concurrent.futures.Future[Any]] = {}
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
+                                        daemon=True)
+        self._thread.start()
+        self._session = asyncio.run_coroutine_threadsafe(self._open(), self._loop).result()
+
+    async def _open(self) -> aiohttp.ClientSession:
+        allow = self.config.allow_private_networks
+        connector = aiohttp.TCPConnector(
+            limit=self.config.max_connections, limit_per_host=1, ttl_dns_cache=300,
+            enable_cleanup_closed=True,
+            resolver=GuardedResolver(allow_private_networks=allow),
+            socket_factory=guarded_socket_factory(allow_private_networks=allow))
+        return aiohttp.ClientSession(
+            connector=connector, auto_decompress=False,
+            headers={"User-Agent": self.config.user_agent,
+                     "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
+                     "Accept-Encoding": ACCEPT_ENCODING})
+
+    def submit(self, lease: Lease, verify: Verifier | None = None) -> None:
+        """Starts a lease; returns at once. ``verify`` reads the URLs' rows first."""
+        future = asyncio.run_coroutine_threadsafe(
+            run_lease(self._session, lease, self.config, verify, self._io), self._loop)
+        with self._lock:
+            self._futures[lease.lease_id] = future
+
+    def run(self, job_id: str, read: Callable[[], Any]) -> None:
+        """Starts a blocking read (a rebuild or refill page) on the service's threads."""
+        future = self._io.submit(read)
+        with self._lock:
+            self._futures[job_id] = future
+
+    def poll(self, job_id: str) -> tuple[str, Any]:
+        """Returns ("done", result) once, ("running", None), or ("unknown", None).
+
+        "unknown" means this process never ran the job (e.g. the key moved to another worker).
+        A read that raised is reported "unknown" too (and logged), so the frontier asks again.
+        """
+        with self._lock:
+            future = self._futures.get(job_id)
+            if future is None:
+                return "unknown", None
+            if not future.done():
+                return "running", None
+            del self._futures[job_id]
+        try:
+            return "done", future.result()
+        except Exception as exc:
+            _LOG.warning("frontier read failed; it is asked again", exc_info=exc,
+                         extra={"job": job_id})
+            return "unknown", None
+
+    @property
+    def in_flight(self) -> int:
+        """Leases and reads not finished yet."""
+        with self._lock:
+            return sum(1 for f in self._futures.values() if not f.done())
+
+    @property
+    def outstanding(self) -> int:
+        """Leases and reads not finished, or finished and not collected by their key yet."""
+        with self._lock:
+            return len(self._futures)
+
+
+_SERVICES: dict[FetchConfig, FetchService] = {}
+_SERVICES_LOCK = threading.Lock()
+_PAUSED = threading.Event()
+
+
+def pause_leases() -> None:
+    """Stops new leases in this process (a local run about to stop: what is fetched from now
+    on is what it can still write, so a new job finds the tables up to date)."""
+    _PAUSED.set()
+
+
+def resume_leases() -> None:
+    _PAUSED.clear()
+
+
+def leases_paused() -> bool:
+    return _PAUSED.is_set()
+
+
+def leases_in_flight() -> int:
+    """Leases and reads not finished yet, over every service of the process."""
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    return sum(s.in_flight for s in services)
+
+
+def leases_outstanding() -> int:
+    """Leases and reads whose outcome no key has collected yet, over the process."""
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    return sum(s.outstanding for s in services)
+
+
+def shared_fetch_service(config: FetchConfig) -> FetchService:
+    """The process-wide service for ``config``: every DoFn instance of a worker shares it, so a
+    lease submitted by one instance can be collected by another."""
+    with _SERVICES_LOCK:
+        service = _SERVICES.get(config)
+        if service is None:
+            service = _SERVICES[config] = FetchService(config)
+        return service

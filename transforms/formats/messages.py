@@ -1,0 +1,148 @@
+"""The frontier topic's message format (pure; no Beam).
+
+A message carries many crawl requests, normally of one host (``crawler seed`` and the link loop
+group by host), as JSON::
+
+    {"v": 1, "requests": [{"url": "https://example.com/", "depth": 0, "priority": 0,
+                           "from": null}, ...]}
+
+Optional item fields: ``attempt``, ``kind`` (``sitemap`` or ``sitemap_child`` for sitemap
+fetches; absent for pages), ``via`` (the robots.txt that named a sitemap), ``lastmod`` (a
+sitemap's lastmod of the URL, seconds since the epoch) and ``revisit`` (internal: why the
+frontier visits a known URL again; the frontier index stores requests in this format too).
+
+with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
+client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
+``depth`` and ``priority`` attributes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+
+from transforms.core.records import KIND_PAGE, REVISITS, SITEMAP_KINDS, CrawlRequest
+
+MESSAGE_VERSION = 1
+KIND_ATTRIBUTE = "kind"
+HEARTBEAT_KIND = "heartbeat"  # local runs only: keeps the DirectRunner's Pub/Sub read from blocking
+MAX_REQUESTS_PER_MESSAGE = 1000
+MAX_MESSAGE_BYTES = 9 * 1024 * 1024  # Pub/Sub accepts 10 MB
+
+
+class BadMessage(ValueError):
+    """A message that cannot be read as crawl requests."""
+
+
+def request_to_item(r: CrawlRequest) -> dict[str, object]:
+    """One request as a JSON object: the message format's item (defaults left out)."""
+    item: dict[str, object] = {"url": r.url, "depth": r.depth, "priority": r.priority}
+    if r.discovered_from is not None:
+        item["from"] = r.discovered_from
+    if r.attempt:
+        item["attempt"] = r.attempt
+    if r.kind != KIND_PAGE:
+        item["kind"] = r.kind
+    if r.via is not None:
+        item["via"] = r.via
+    if r.lastmod is not None:
+        item["lastmod"] = r.lastmod
+    if r.revisit:
+        item["revisit"] = r.revisit
+    return item
+
+
+def request_from_item(item: Mapping[str, object]) -> CrawlRequest:
+    """The inverse of :func:`request_to_item`.
+
+    Raises:
+        BadMessage: a field has the wrong type or value.
+    """
+    url = item.get("url")
+    if not isinstance(url, str):
+        raise BadMessage('a request needs a "url" string')
+    kind = item.get("kind", KIND_PAGE)
+    if kind != KIND_PAGE and kind not in SITEMAP_KINDS:
+        raise BadMessage(f"unknown kind {kind!r}")
+    revisit = item.get("revisit", "")
+    if revisit and revisit not in REVISITS:
+        raise BadMessage(f"unknown revisit {revisit!r}")
+    lastmod, source, via = item.get("lastmod"), item.get("from"), item.get("via")
+    try:
+        return CrawlRequest(url=url, depth=_integer(item.get("depth", 0)),
+                            priority=_integer(item.get("priority", 0)),
+                            discovered_from=None if source is None else str(source),
+                            attempt=_integer(item.get("attempt", 0)),
+                            kind=str(kind), via=None if via is None else str(via),
+                            lastmod=None if lastmod is None else float(str(lastmod)),
+                            revisit=str(revisit))
+    except (TypeError, ValueError) as exc:
+        raise BadMessage(str(exc)) from exc
+
+
+def _integer(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"not an integer: {value!r}")
+    return int(value)
+
+
+def encode_requests(requests: Iterable[CrawlRequest]) -> bytes:
+    """Encodes requests as one message body (the caller keeps them to one host and <= 1000)."""
+    items = [request_to_item(r) for r in requests]
+    return json.dumps({"v": MESSAGE_VERSION, "requests": items}, separators=(",", ":")).encode()
+
+
+def _int_attr(attributes: Mapping[str, str], name: str) -> int:
+    value = attributes.get(name, "0")
+    try:
+        return int(value)
+    except ValueError as exc:
+        raise BadMessage(f"attribute {name}={value!r} is not an integer") from exc
+
+
+def is_heartbeat(attributes: Mapping[str, str] | None) -> bool:
+    """True for the local runner's heartbeat messages, which carry no requests."""
+    return (attributes or {}).get(KIND_ATTRIBUTE) == HEARTBEAT_KIND
+
+
+def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) -> list[CrawlRequest]:
+    """Reads a message body into requests (URLs not yet canonicalized).
+
+    Raises:
+        BadMessage: for a body that is neither the JSON format nor text, or malformed entries.
+    """
+    attributes = attributes or {}
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise BadMessage(f"body is not UTF-8: {exc}") from exc
+    stripped = text.lstrip()
+    if not stripped.startswith("{"):
+        depth, priority = _int_attr(attributes, "depth"), _int_attr(attributes, "priority")
+        urls = [line.strip() for line in text.splitlines() if line.strip()]
+        if not urls:
+            raise BadMessage("empty message")
+        return [CrawlRequest(url=u, depth=depth, priority=priority) for u in urls]
+    try:
+        doc = json.loads(stripped)
+    except json.JSONDecodeError as exc:
+        raise BadMessage(f"invalid JSON: {exc}") from exc
+    items = doc.get("requests") if isinstance(doc, dict) else None
+    if not isinstance(items, list):
+        raise BadMessage('JSON body needs a "requests" list')
+    out = []
+    for i, item in enumerate(items):
+        if not isinstance(item, dict) or not isinstance(item.get("url"), str):
+            raise BadMessage(f'requests[{i}] needs a "url" string')
+        try:
+            out.append(request_from_item(item))
+        except BadMessage as exc:
+            raise BadMessage(f"requests[{i}]: {exc}") from exc
+    return out
+
+
+def chunk(requests: list[CrawlRequest], size: int = MAX_REQUESTS_PER_MESSAGE
+          ) -> Iterable[list[CrawlRequest]]:
+    """Splits a host's requests into message-sized lists."""
+    for i in range(0, len(requests), size):
+        yield requests[i:i + size]

@@ -1,0 +1,69 @@
+"""Names of the storage resources and the Bigtable schema, shared by the pipeline,
+``crawler local up`` and the inspection commands.
+
+Cells are UTF-8 text (numbers as decimal strings) so that ``cbt read`` shows them as they are.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Family:
+    """A Bigtable column family and its garbage-collection rule."""
+
+    name: str
+    max_versions: int | None = None
+    max_age_days: int | None = None
+    doc: str = ""
+
+
+WEBTABLE = "webtable"
+HOSTS_TABLE = "hosts"
+DEADLETTER_TABLE = "deadletter"
+FRONTIER_TABLE = "frontier"
+
+# webtable: one row per URL, row key = reversed-host URL (see transforms.formats.rowkeys.row_key).
+FETCH_FAMILY = "f"
+CONTENT_FAMILY = "c"
+PARSE_FAMILY = "p"
+SCHEDULE_FAMILY = "s"
+# hosts: one row per frontier key: cumulative counters written at every lease end, the last
+# robots.txt verdict (robots_* columns, written when it changes) and whether the key has work
+# pending (``pending``: "1" or "0", written when it changes; a new job wakes the "1" keys).
+HOST_FAMILY = "h"
+PENDING_COLUMN = "pending"
+# frontier: the index of pending work, one row per entry (transforms.formats.index).
+INDEX_FAMILY = "q"
+# deadletter: one row per element that could not be processed.
+DEADLETTER_FAMILY = "d"
+
+TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
+    WEBTABLE: (
+        Family(FETCH_FAMILY, max_versions=3,
+               doc="status, fetched_at, content_type, length, checksum, outcome, error"),
+        Family(CONTENT_FAMILY, max_versions=3, doc="warc_file, warc_offset, warc_length"),
+        Family(PARSE_FAMILY, max_versions=1, doc="title, outlinks"),
+        Family(SCHEDULE_FAMILY, max_versions=1,
+               doc="depth, discovered_from, priority, first_seen, host, next_fetch, "
+                   "recrawl_interval"),
+    ),
+    HOSTS_TABLE: (
+        Family(HOST_FAMILY, max_versions=1, doc="per-host counters and politeness state"),
+    ),
+    DEADLETTER_TABLE: (
+        Family(DEADLETTER_FAMILY, max_age_days=30, doc="stage, reason, payload"),
+    ),
+    FRONTIER_TABLE: (
+        Family(INDEX_FAMILY, max_versions=1,
+               doc="v: the entry (JSON: request, eligible at, rank, seq, holder)"),
+    ),
+}
+
+# Defaults of the local stack (and of a fresh project provisioned by the same code).
+DEFAULT_PROJECT = "local-crawler"
+DEFAULT_INSTANCE = "crawler"
+DEFAULT_TOPIC = "frontier"
+DEFAULT_SUBSCRIPTION = "frontier-crawler"
+DEFAULT_BUCKET = "crawler-local"

@@ -1,0 +1,262 @@
+"""Harvest: what a finished lease changes for its key (pure).
+
+* a robots lease: the rules (``transforms.core.robots.rules_from_response``) go to state and are
+  saved in the hosts table, so a rebuild reads them back while they are fresh; an unreachable
+  or undecodable robots.txt is retried with back-off, and after ``robots_max_attempts`` the
+  key's head is recorded as ``error`` and new URLs fail fast for ``robots_error_ttl``; the
+  sitemaps it names are admitted (those of other keys go through the loop);
+* URLs the lease did not fetch because their rows were terminal already (a replay) lose their
+  index entry; resubmitted URLs still fresh are recorded ``fresh``;
+* each result: a transient failure is retried (at most ``retry.MAX_ATTEMPTS`` attempts) from
+  the front of the head, with its index entry rewritten and a ``retry_scheduled`` row, and it
+  moves the host's back-off; anything else is final. A final result carries its index row key
+  (``FetchResult.index_key``): the row sink deletes the entry once the URL's terminal row is
+  durable. A result with a response gets its next fetch time from its fetch history (read from
+  the URL's row by the lease) and a new index entry for then: its recrawl;
+* requests the lease did not start go back to the front of the head.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+
+from transforms.core import recrawl, retry, schedule
+from transforms.core.content import header
+from transforms.core.records import (
+    OUTCOME_ERROR,
+    OUTCOME_FRESH,
+    OUTCOME_RETRY,
+    REVISIT_RECRAWL,
+    FetchResult,
+)
+from transforms.core.robots import has_content, rule_count, rules_from_response
+from transforms.core.sharding import shard_key
+from transforms.core.sitemap_links import robots_sitemap_requests
+from transforms.core.urls import politeness_key, url_fingerprint
+from transforms.formats.rows import iso as iso_time
+from transforms.formats.rows import robots_host_row
+from transforms.formats.warc import payload_checksum
+from transforms.frontier.admission import admit
+from transforms.frontier.context import HostContext
+from transforms.frontier.leases import LeaseOutcome
+from transforms.frontier.leasing import give_back
+from transforms.frontier.state import (
+    JOB_REFILL,
+    PHASE_READY,
+    REFILL_PASSED_CAP,
+    HeadEntry,
+    InboxBatch,
+)
+
+_LOG = logging.getLogger(__name__)
+
+
+def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
+    hs = ctx.state
+    lease = hs.lease
+    assert lease is not None
+    hs.lease = None
+    ctx.effects.changed = True
+    note_passed_during_refill(ctx, lease.entries)
+    if outcome.robots is not None:
+        _apply_robots(ctx, outcome, now)
+        if lease.robots_url is not None and ctx.robots is not None:
+            _queue_sitemaps(ctx, lease.robots_url, now)
+    if outcome.verify_error:
+        ctx.counters["lease_rows_unreadable"] += 1
+        hs.last_error = f"rows unreadable: {outcome.verify_error}"[:200]
+    fx = ctx.effects
+    for request, why in outcome.skipped:
+        entry = entry_of_lease(lease.entries, request.url)
+        if entry is not None:
+            fx.writes.index_deletes.append(ctx.entry_key(entry))
+        ctx.counters["lease_skipped_done"] += 1
+        _LOG.debug("not fetched again", extra={"url": request.url, "why": why})
+    for request, record in outcome.fresh:
+        entry = entry_of_lease(lease.entries, request.url)
+        ctx.count("fresh", counter="urls_fresh")
+        ctx.outcome(request, OUTCOME_FRESH, now,
+                    f"fetched {iso_time(record.fetched_at or 0.0)}, next fetch "
+                    f"{iso_time(record.next_fetch_at or 0.0)}")
+        if entry is not None:
+            fx.writes.index_deletes.append(ctx.entry_key(entry))
+    retries: list[HeadEntry] = []
+    for result in outcome.results:
+        entry = entry_of_lease(lease.entries, result.request.url)
+        retried = _apply_result(ctx, result, entry, outcome, now)
+        if retried is not None:
+            retries.append(retried)
+    unfinished = [e for e in (entry_of_lease(lease.entries, r.url) for r in outcome.unfinished)
+                  if e is not None]
+    if unfinished:
+        ctx.counters["urls_requeued"] += len(unfinished)
+    give_back(ctx, retries + unfinished)
+    # A back-off pause (Retry-After) counts from when it was decided, not from the last
+    # request's end, so it is a floor of its own.
+    hs.next_allowed_at = max(schedule.next_lease_time(outcome.last_end, ctx.delay(now), now),
+                             hs.backoff.slow_until)
+
+
+def note_passed_during_refill(ctx: HostContext, entries: tuple[HeadEntry, ...]) -> None:
+    """Remembers a harvested lease's URLs on the refill read in flight, if any: the read may
+    have returned their entries before they were held (``frontier_state.IoJob``)."""
+    job = ctx.state.io
+    if job is None or job.kind != JOB_REFILL or job.stale or not entries:
+        return
+    job.passed.extend(url_fingerprint(e.request.url).hex() for e in entries)
+    if len(job.passed) > REFILL_PASSED_CAP:
+        job.passed, job.stale = [], True
+
+
+def entry_of_lease(entries: tuple[HeadEntry, ...], url: str) -> HeadEntry | None:
+    for entry in entries:
+        if entry.request.url == url:
+            return entry
+    return None
+
+
+def _apply_result(ctx: HostContext, result: FetchResult, entry: HeadEntry | None,
+                  outcome: LeaseOutcome, now: float) -> HeadEntry | None:
+    """Counts a fetch, retries a transient failure (returns the entry to retry) and moves the
+    host's back-off: failures that mean "slow down" stretch the delay for all of its URLs, an
+    answer shrinks it again. Final results are emitted with their next fetch time."""
+    hs, fx = ctx.state, ctx.effects
+    attempts = result.request.attempt + 1
+    if retry.is_transient(result.status, result.error):
+        retry_after = retry.parse_retry_after(header(result.headers, "Retry-After"), now)
+        if retry.slows_host(result.status, result.error):
+            hs.backoff = retry.on_failure(hs.backoff, now, retry_after,
+                                          ctx.config.retry_delay, ctx.rng)
+            ctx.counters["host_backoffs"] += 1
+        else:  # one page's trouble: wait before the retry, at the normal pace afterwards
+            wait = retry.retry_delay(attempts, ctx.config.retry_delay, retry_after, ctx.rng)
+            hs.backoff = retry.pause(hs.backoff, now, wait)
+            ctx.counters["host_pauses"] += 1
+    elif result.status is not None:
+        hs.backoff = retry.on_success(hs.backoff)
+    if entry is not None and retry.should_retry(attempts, result.status, result.error):
+        problem = result.error or f"HTTP {result.status}"
+        hs.last_error = f"{problem}: {result.error_detail or ''}"[:200]
+        ctx.counters["retries"] += 1
+        again = HeadEntry(entry.rank, dataclasses.replace(result.request, attempt=attempts),
+                          entry.front, entry.seq)
+        fx.writes.index_puts.append(ctx.index_entry(again.request, now, same_as=entry))
+        ctx.outcome(result.request, OUTCOME_RETRY, now,
+                    f"{problem} (attempt {attempts} of {retry.MAX_ATTEMPTS})")
+        return again
+    if result.status is not None:
+        ctx.count("fetched", counter="pages_fetched")
+        ctx.count("bytes", result.content_length, counter="bytes_fetched")
+    if result.error or retry.is_transient(result.status, None):
+        kind = result.error or f"http_{result.status}"
+        ctx.count("errors", counter=f"fetch_error_{kind}")
+        hs.last_error = f"{kind}: {result.error_detail or ''}"[:200]
+    if result.status == 304:
+        ctx.count("not_modified", counter="pages_not_modified")
+    fx.results.append(_schedule_next(ctx, result, entry, outcome, now))
+    return None
+
+
+def _schedule_next(ctx: HostContext, result: FetchResult, entry: HeadEntry | None,
+                   outcome: LeaseOutcome, now: float) -> FetchResult:
+    """The result with its next fetch time and its index entry to delete; the recrawl's entry
+    goes into the index now. A failure without a response keeps a known URL's history and is
+    tried again one interval later."""
+    record = outcome.record_of(result.request.url)
+    previous = record.history() if record is not None else None
+    index_key = None
+    if entry is not None:
+        # Held until the row sink has the URL's row and deletes the entry (frontier_index).
+        index_key = ctx.entry_key(entry)
+        held = ctx.index_entry(entry.request, now, same_as=entry)
+        ctx.effects.writes.index_puts.append(dataclasses.replace(
+            held, held_by=ctx.state.incarnation, held_until=now + ctx.config.hold_seconds))
+    base = dataclasses.replace(result.request, attempt=0, conditional=(), lastmod=None,
+                               revisit=REVISIT_RECRAWL)
+    if result.status is None:
+        if previous is None:
+            return dataclasses.replace(result, index_key=index_key)
+        due = now + previous.interval
+        ctx.effects.writes.index_puts.append(ctx.index_entry(base, due))
+        ctx.state.next_eligible_at = _earliest(ctx.state.next_eligible_at, due)
+        return dataclasses.replace(result, index_key=index_key)
+    checksum = payload_checksum(result.body) if result.body is not None else None
+    history = recrawl.update_history(previous, now, result.status, checksum, result.headers,
+                                     ctx.policy.recrawl)
+    ctx.effects.writes.index_puts.append(ctx.index_entry(base, history.next_fetch_at))
+    ctx.state.next_eligible_at = _earliest(ctx.state.next_eligible_at, history.next_fetch_at)
+    ctx.counters["recrawls_scheduled"] += 1
+    return dataclasses.replace(result, next_fetch_at=history.next_fetch_at, index_key=index_key)
+
+
+def _earliest(a: float | None, b: float) -> float:
+    return b if a is None else min(a, b)
+
+
+def _apply_robots(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
+    hs, cfg, response = ctx.state, ctx.config, outcome.robots
+    assert response is not None
+    rules = rules_from_response(response.status, response.body, response.fetched_at,
+                                response.error, response.content_encoding, response.truncated)
+    ctx.set_robots(rules)
+    ctx.effects.writes.host_rows.append(robots_host_row(hs.host, rules, now))
+    hs.robots_saved_at = rules.fetched_at
+    ctx.counters["robots_fetched"] += 1
+    if rules.mode == "parsed" and not rule_count(rules.text) and has_content(rules.text):
+        # The one way a body that was never really read (an undecoded coding, an HTML error
+        # page served as 200) shows up: rules the site has, and we do not.
+        ctx.counters["robots_without_rules"] += 1
+        _LOG.warning("robots.txt has content but no Allow/Disallow rule",
+                     extra={"host": hs.host, "status": response.status,
+                            "content_encoding": response.content_encoding,
+                            "bytes": len(response.body or b"")})
+    if rules.mode != "disallow_all":
+        hs.robots_attempts = 0
+        return
+    hs.robots_attempts += 1
+    hs.last_error = f"robots.txt {rules.error or response.status or response.error}"[:200]
+    if rules.error and response.status is not None:
+        ctx.counters["robots_undecodable"] += 1
+    if hs.robots_attempts < cfg.robots_max_attempts:
+        hs.robots_retry_at = now + schedule.retry_backoff(hs.robots_attempts, cfg.retry_delay)
+        return
+    # RFC 9309: an unreachable robots.txt means "disallow all". After the last attempt every
+    # URL in the head ends with an error (its entry deleted); new URLs fail fast until the
+    # error TTL passes; the rest of the index waits for it.
+    hs.robots_attempts = 0
+    hs.robots_failed_until = hs.robots_retry_at = now + cfg.robots_error_ttl
+    for entry in ctx.head:
+        ctx.counters["robots_unavailable"] += 1
+        ctx.count("errors")
+        ctx.outcome(entry.request, OUTCOME_ERROR, now, f"robots_unavailable: {hs.last_error}")
+        ctx.effects.writes.index_deletes.append(ctx.entry_key(entry))
+    ctx.set_head([])
+
+
+def _queue_sitemaps(ctx: HostContext, robots_txt_url: str, now: float) -> None:
+    """Admits the sitemaps a freshly parsed robots.txt names (``transforms.core.sitemap_links``);
+    one of another key goes to that key's frontier through the crawl loop."""
+    rules = ctx.robots
+    if rules is None or rules.mode == "disallow_all" or not ctx.policy.sitemaps:
+        return
+    named = rules.sitemaps() if rules.mode == "parsed" else ()
+    own = []
+    for request in robots_sitemap_requests(named, robots_txt_url,
+                                           probe=ctx.policy.probe_sitemap_xml):
+        key = shard_key(politeness_key(request.url), request.url, ctx.shards)
+        if key != ctx.state.host:
+            ctx.effects.discovered.append(request)
+            ctx.counters["sitemaps_other_host"] += 1
+        else:
+            own.append(request)
+    if not own:
+        return
+    if ctx.state.phase != PHASE_READY:  # the seen filter is not complete yet: wait for it
+        ctx.effects.inbox.append(InboxBatch(tuple(own)))
+        ctx.state.inbox += 1
+        return
+    ctx.counters["sitemaps_queued"] += admit(ctx, own, now)
+
+
+__all__ = ["entry_of_lease", "harvest", "note_passed_during_refill"]

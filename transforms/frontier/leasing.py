@@ -1,0 +1,147 @@
+"""Leasing: what an idle key does next, and keeping its head filled (pure).
+
+Called from the key's timer once its lease (if any) is harvested. In this order:
+
+1. URLs accepted since the last firing (``arrivals``) join the head; what does not fit in
+   ``head_size`` stays in the index only (nothing is dropped: a refill reads it back);
+2. a refill is started when the head is below a quarter and the index may hold more (its
+   result joins the head at a later firing); due recrawls are index entries too, so a refill
+   after their time brings them in;
+3. with work in the head: robots.txt first when the key has no fresh rules (a robots lease),
+   else a lease of up to ``k`` URLs (``transforms.core.schedule.lease_size``) that robots.txt
+   allows; a URL it disallows now is recorded ``robots_blocked`` and its entry deleted;
+4. otherwise the key waits: for a read in flight, for its next allowed start, for the next
+   scheduled recrawl, or for nothing (an idle key with no timer).
+"""
+
+from __future__ import annotations
+
+import uuid
+
+from transforms.core import schedule
+from transforms.core.records import OUTCOME_ROBOTS_BLOCKED
+from transforms.core.robots import RobotsRules
+from transforms.core.urls import robots_url
+from transforms.frontier.admission import needs_robots
+from transforms.frontier.context import HostContext, IoRequest
+from transforms.frontier.leases import Lease
+from transforms.frontier.state import (
+    JOB_REFILL,
+    ActiveLease,
+    HeadEntry,
+    IoJob,
+)
+
+# ftp URLs need no robots.txt: with no rules known they may still be leased.
+NO_ROBOTS = RobotsRules("allow_all", "", None, 0.0, "no robots.txt for this scheme")
+
+
+def merge_arrivals(ctx: HostContext, arrivals: list[HeadEntry]) -> None:
+    """Step 1: accepted URLs join the head; the overflow stays in the index."""
+    hs = ctx.state
+    hs.arrivals = 0
+    ctx.arrivals_merged = True
+    if not arrivals:
+        return
+    head, dropped = schedule.merge_head(ctx.head, arrivals, ctx.config.head_size)
+    ctx.set_head(head)
+    if dropped:
+        hs.spilled += dropped
+        hs.index_exhausted = False
+        ctx.counters["urls_spilled"] += dropped
+
+
+def maybe_refill(ctx: HostContext, now: float) -> None:
+    """Step 2: starts a read of the index when the head runs low (one read at a time)."""
+    hs = ctx.state
+    if hs.next_eligible_at is not None and hs.next_eligible_at <= now:
+        hs.index_exhausted = False  # a scheduled recrawl is due
+    if hs.io is not None:
+        return
+    if hs.index_exhausted or len(ctx.head) >= ctx.config.refill_below:
+        return
+    start_io(ctx, IoRequest(uuid.uuid4().hex, JOB_REFILL, skip=ctx.fingerprints_in_flight(),
+                            incarnation=hs.incarnation), now)
+
+
+def start_io(ctx: HostContext, request: IoRequest, now: float) -> None:
+    ctx.state.io = IoJob(request.job_id, request.kind, now + ctx.config.io_timeout)
+    ctx.effects.io = request
+    ctx.effects.wake(now + schedule.next_poll_delay(0, base=0.02))
+    ctx.counters[f"io_{request.kind}"] += 1
+
+
+def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
+    """Steps 3 and 4 for a key with no lease out; with ``allowed`` False (the process is
+    stopping) no lease starts and the key looks again in a second."""
+    hs, cfg, fx = ctx.state, ctx.config, ctx.effects
+    if not allowed:
+        if ctx.head:
+            fx.wake(now + 1.0)
+        return
+    if not ctx.head:
+        if hs.io is None and hs.index_exhausted:
+            fx.wake(hs.next_eligible_at)
+        return
+    start = max(now, hs.next_allowed_at)
+    robots = ctx.fresh_robots(now)
+    if robots is None and not needs_robots(ctx.head[0].request.url):
+        robots = NO_ROBOTS  # an ftp URL first: lease the URLs that need no robots.txt
+    if robots is None:
+        start = max(start, hs.robots_retry_at)
+        if start > now:
+            fx.wake(start)
+            return
+        lease = Lease(Lease.new_id(), hs.host, (), now, 0.0, now + cfg.fetch.total_timeout,
+                      robots_url(ctx.head[0].request.url), user_agent=ctx.policy.user_agent)
+        _start(ctx, lease, ())
+        return
+    if start > now:
+        fx.wake(start)
+        return
+    delay = ctx.delay(now)
+    k = schedule.lease_size(delay, cfg.lease_seconds, cfg.max_lease_urls)
+    batch: list[HeadEntry] = []
+    later: list[HeadEntry] = []  # http(s) URLs while robots.txt is still unknown
+    head = list(ctx.head)
+    taken = 0
+    while taken < len(head) and len(batch) < k:
+        entry = head[taken]
+        taken += 1
+        url = entry.request.url
+        if not needs_robots(url):
+            batch.append(entry)
+        elif robots is NO_ROBOTS:
+            later.append(entry)
+        elif robots.allows(url, ctx.agent):
+            batch.append(entry)
+        else:
+            ctx.count("robots_blocked")
+            ctx.outcome(entry.request, OUTCOME_ROBOTS_BLOCKED, now, "robots.txt")
+            fx.writes.index_deletes.append(ctx.entry_key(entry))
+    ctx.set_head(later + head[taken:])
+    if not batch:
+        if later or ctx.head:
+            fx.wake(now)
+        return
+    deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
+    lease = Lease(Lease.new_id(), hs.host, tuple(e.request for e in batch), now, delay, deadline,
+                  user_agent=ctx.policy.user_agent)
+    _start(ctx, lease, tuple(batch))
+
+
+def _start(ctx: HostContext, lease: Lease, entries: tuple[HeadEntry, ...]) -> None:
+    ctx.counters["leases_started"] += 1
+    ctx.state.lease = ActiveLease(lease.lease_id, entries, lease.deadline,
+                                  robots=lease.robots_url is not None,
+                                  robots_url=lease.robots_url)
+    ctx.effects.lease = lease
+    ctx.effects.changed = True
+    ctx.effects.wake(schedule.expected_lease_end(lease.start_at, max(1, len(lease.requests)),
+                                                 lease.delay))
+
+
+def give_back(ctx: HostContext, entries: tuple[HeadEntry, ...] | list[HeadEntry]) -> None:
+    """Requests a lease did not get to (or must retry) go back ahead of the head."""
+    if entries:
+        ctx.set_head(schedule.push_front(ctx.head, entries))

@@ -1,0 +1,336 @@
+"""The frontier's view of the tables: what it writes and reads back, behind one small interface.
+
+The frontier's durable memory is three tables: the webtable (the status of every URL, the
+source of truth), the frontier index (the work still to do, ``transforms.formats.index``) and
+the hosts table (one row per key: counters, the last robots.txt verdict, whether the key has
+work pending). :class:`FrontierStore` is everything the frontier does with them; the Bigtable
+implementation is ``transforms.stores.bigtable``, and :class:`MemoryFrontierStore` here keeps
+the same tables in a dict for tests (it is not a mock: it applies the same row formats, cell
+timestamps and write order).
+
+Writes come in a :class:`StoreBatch` and are applied in an order that keeps the index a
+superset of the pending work whatever point a crash stops them at: index entries first, then
+webtable rows, then hosts rows, then index deletions.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from transforms.core.robots import RobotsRules
+from transforms.core.urls import url_fingerprint
+from transforms.formats.index import IndexEntry, entry_cells, entry_from_cells
+from transforms.formats.index import key_prefix as index_prefix
+from transforms.formats.rowkeys import host_row_prefixes, row_key
+from transforms.formats.rows import Row, robots_from_host_cells, url_record
+from transforms.formats.schema import (
+    FETCH_FAMILY,
+    HOST_FAMILY,
+    HOSTS_TABLE,
+    INDEX_FAMILY,
+    PENDING_COLUMN,
+    SCHEDULE_FAMILY,
+    WEBTABLE,
+)
+from transforms.frontier.leases import UrlRecord
+
+Cells = dict[str, dict[str, str]]
+
+
+@dataclass
+class StoreBatch:
+    """Writes of one frontier step, applied in the order of the fields."""
+
+    index_puts: list[IndexEntry] = field(default_factory=list)
+    rows: list[Row] = field(default_factory=list)  # webtable
+    host_rows: list[Row] = field(default_factory=list)  # hosts table
+    index_deletes: list[str] = field(default_factory=list)  # index row keys
+
+    def __bool__(self) -> bool:
+        return bool(self.index_puts or self.rows or self.host_rows or self.index_deletes)
+
+    def extend(self, other: StoreBatch) -> None:
+        self.index_puts += other.index_puts
+        self.rows += other.rows
+        self.host_rows += other.host_rows
+        self.index_deletes += other.index_deletes
+
+
+Read = Callable[[], Any]
+
+
+@dataclass
+class BundleWork:
+    """What a bundle of frontier steps leaves to do at its end, and in which order.
+
+    ``flush`` writes the bundle's ``StoreBatch`` first, then starts the leases and the reads
+    its keys asked for, then hands back the acknowledgement tokens:
+
+    * a read started before the writes could run before them: a refill would then see, as
+      pending, the entries of URLs this bundle just harvested (held) or admitted, and put
+      them in the head a second time;
+    * a lease started before the writes would run even when they fail, and the runner retries
+      the bundle, which starts the same lease again: the host's URLs fetched twice, two
+      connections at once.
+    """
+
+    writes: StoreBatch = field(default_factory=StoreBatch)
+    leases: list[Any] = field(default_factory=list)
+    reads: list[tuple[str, Read]] = field(default_factory=list)
+    tokens: list[Any] = field(default_factory=list)
+
+    def flush(self, write: Callable[[StoreBatch], None], start_lease: Callable[[Any], None],
+              start_read: Callable[[str, Read], None]) -> list[Any]:
+        """Writes, then starts the leases and the reads (``start_read(job_id, read)``);
+        returns the tokens."""
+        if self.writes:
+            write(self.writes)
+        for lease in self.leases:
+            start_lease(lease)
+        for job_id, read in self.reads:
+            start_read(job_id, read)
+        tokens = self.tokens
+        self.writes, self.leases, self.reads, self.tokens = StoreBatch(), [], [], []
+        return tokens
+
+
+@dataclass(frozen=True)
+class IndexPage:
+    """The first eligible entries of a key's index, in rank order.
+
+    Attributes:
+        entries: eligible entries not in the caller's ``skip`` set.
+        next_eligible_at: the earliest ``eligible_at`` of an entry seen that is not eligible
+            yet (a scheduled recrawl), or None.
+        exhausted: the read reached the end of the key's index (``entries`` is all there is).
+    """
+
+    entries: tuple[IndexEntry, ...]
+    next_eligible_at: float | None
+    exhausted: bool
+
+
+@dataclass(frozen=True)
+class RebuildPage:
+    """One page of a key's webtable rows, read back to rebuild its state.
+
+    Attributes:
+        records: the rows of the page that belong to the key.
+        after: the row key to continue after, None when this was the last page.
+        robots: the robots.txt verdict saved in the hosts table (first page only), or None.
+        index: the first page of the key's index (first page only), or None.
+    """
+
+    records: tuple[UrlRecord, ...]
+    after: str | None
+    robots: RobotsRules | None = None
+    index: IndexPage | None = None
+
+
+class FrontierStore(Protocol):
+    """What the frontier does with its tables. Methods block; the frontier calls the reads off
+    the runner's thread (``transforms.fetchers.service``) and the writes at the end of a bundle."""
+
+    def write(self, batch: StoreBatch) -> None:
+        """Applies ``batch`` (see :class:`StoreBatch` for the order); raises on failure."""
+        ...
+
+    def url_records(self, urls: Sequence[str]) -> dict[str, UrlRecord]:
+        """The rows of ``urls`` that exist, by URL."""
+        ...
+
+    def index_page(self, key: str, limit: int, skip: frozenset[bytes], now: float,
+                   scan_limit: int, incarnation: str = "") -> IndexPage:
+        """Up to ``limit`` eligible entries of ``key``'s index, reading at most ``scan_limit``
+        rows; entries whose URL fingerprint is in ``skip`` (in the head already) or that
+        ``incarnation`` holds are passed."""
+        ...
+
+    def rebuild_page(self, key: str, after: str | None, limit: int, first: bool,
+                     index_limit: int, now: float) -> RebuildPage:
+        """Up to ``limit`` of the key's webtable rows after ``after``; with ``first``, also
+        the saved robots verdict and the first ``index_limit`` index entries."""
+        ...
+
+    def pending_keys(self) -> list[str]:
+        """Keys whose hosts row says they have work pending (``h:pending``)."""
+        ...
+
+
+def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[bytes],
+               now: float, scan_limit: int, incarnation: str = "") -> IndexPage:
+    """Builds an :class:`IndexPage` from index rows in key order (shared by the stores)."""
+    entries: list[IndexEntry] = []
+    next_eligible: float | None = None
+    read = 0
+    for row_key_, cells in rows:
+        read += 1
+        entry = entry_from_cells(row_key_, cells.get(INDEX_FAMILY, {}))
+        if entry.held(incarnation, now):
+            pass  # fetched by this incarnation; its sink deletes it once its row is durable
+        elif entry.eligible_at > now:
+            if next_eligible is None or entry.eligible_at < next_eligible:
+                next_eligible = entry.eligible_at
+        elif url_fingerprint(entry.request.url) not in skip:
+            entries.append(entry)
+        if len(entries) >= limit or read >= scan_limit:
+            return IndexPage(tuple(entries), next_eligible, False)
+    return IndexPage(tuple(entries), next_eligible, True)
+
+
+def key_records(key: str, rows: Iterable[tuple[str, Cells]]) -> list[UrlRecord]:
+    """The rows of a webtable scan that belong to frontier key ``key`` (``s:host``): a host's
+    row prefixes also hold its other shards' rows."""
+    out = []
+    for row_key_, cells in rows:
+        record = url_record(row_key_, cells)
+        if record is not None and record.key == key:
+            out.append(record)
+    return out
+
+
+class StoreSpec(Protocol):
+    """A picklable description of a store, opened in a DoFn's ``setup``."""
+
+    def open(self) -> Any: ...
+
+
+_MEMORY_STORES: dict[str, MemoryFrontierStore] = {}
+_MEMORY_LOCK = threading.Lock()
+
+
+@dataclass(frozen=True)
+class MemoryStoreSpec:
+    """A :class:`MemoryFrontierStore` by name: every DoFn of a process that opens the same name
+    shares one store (tests read it back with :func:`memory_store`)."""
+
+    name: str
+
+    def open(self) -> MemoryFrontierStore:
+        return memory_store(self.name)
+
+
+def memory_store(name: str) -> MemoryFrontierStore:
+    with _MEMORY_LOCK:
+        store = _MEMORY_STORES.get(name)
+        if store is None:
+            store = _MEMORY_STORES[name] = MemoryFrontierStore()
+        return store
+
+
+class MemoryFrontierStore:
+    """The three tables in memory, with Bigtable's semantics where the frontier relies on them:
+    rows sorted by key, the newest cell by timestamp wins, writes in :class:`StoreBatch` order.
+
+    Thread-safe: the fetch service reads it from its threads while a bundle writes.
+    """
+
+    def __init__(self) -> None:
+        self.webtable: dict[str, dict[str, dict[str, tuple[float, str]]]] = {}
+        self.index: dict[str, Cells] = {}
+        self.hosts: dict[str, dict[str, dict[str, tuple[float, str]]]] = {}
+        self.other: dict[str, dict[str, dict[str, dict[str, tuple[float, str]]]]] = {}
+        self.writes = 0
+        self._lock = threading.Lock()
+
+    # -- writing ---------------------------------------------------------------------------------
+
+    def write(self, batch: StoreBatch) -> None:
+        with self._lock:
+            self.writes += 1
+            for entry in batch.index_puts:
+                self.index[entry.row_key] = {INDEX_FAMILY: entry_cells(entry)}
+            for row in batch.rows:
+                _put(self.webtable, row)
+            for row in batch.host_rows:
+                _put(self.hosts, row)
+            for key in batch.index_deletes:
+                self.index.pop(key, None)
+
+    def write_rows(self, table: str, rows: Iterable[Row]) -> None:
+        """Rows written by the pipeline's sinks: the webtable, the hosts table, or another
+        table by name (dead letters)."""
+        with self._lock:
+            target = (self.webtable if table == WEBTABLE else self.hosts if table == HOSTS_TABLE
+                      else self.other.setdefault(table, {}))
+            for row in rows:
+                _put(target, row)
+
+    def close(self) -> None:
+        """Nothing to release; the store lives as long as the process (tests read it back)."""
+
+    # -- reading ---------------------------------------------------------------------------------
+
+    def latest(self, table: dict[str, dict[str, dict[str, tuple[float, str]]]], key: str
+               ) -> Cells:
+        return {family: {column: value for column, (_, value) in columns.items()}
+                for family, columns in table.get(key, {}).items()}
+
+    def url_records(self, urls: Sequence[str]) -> dict[str, UrlRecord]:
+        with self._lock:
+            out = {}
+            for url in urls:
+                key = row_key(url)
+                if key in self.webtable:
+                    record = url_record(key, self.latest(self.webtable, key))
+                    if record is not None:
+                        out[url] = record
+            return out
+
+    def index_page(self, key: str, limit: int, skip: frozenset[bytes], now: float,
+                   scan_limit: int, incarnation: str = "") -> IndexPage:
+        prefix = index_prefix(key)
+        with self._lock:
+            rows = sorted((k, v) for k, v in self.index.items() if k.startswith(prefix))
+        return scan_index(rows, limit, skip, now, scan_limit, incarnation)
+
+    def rebuild_page(self, key: str, after: str | None, limit: int, first: bool,
+                     index_limit: int, now: float) -> RebuildPage:
+        prefixes = host_row_prefixes(key.split("#", 1)[0])
+        with self._lock:
+            keys = sorted(k for k in self.webtable if k.startswith(prefixes)
+                          and (after is None or k > after))
+            page = keys[:limit]
+            rows = [(k, self.latest(self.webtable, k)) for k in page]
+            robots = (robots_from_host_cells(self.latest(self.hosts, key).get(HOST_FAMILY, {}))
+                      if first else None)
+        index = self.index_page(key, index_limit, frozenset(), now, 4 * index_limit) if first \
+            else None
+        next_after = page[-1] if len(keys) > limit else None
+        return RebuildPage(tuple(key_records(key, rows)), next_after, robots, index)
+
+    def pending_keys(self) -> list[str]:
+        with self._lock:
+            return sorted(k for k in self.hosts
+                          if self.latest(self.hosts, k).get(HOST_FAMILY, {}).get(
+                              PENDING_COLUMN) == "1")
+
+    # -- for tests and the inspection commands ---------------------------------------------------
+
+    def status(self, url: str) -> str | None:
+        with self._lock:
+            return self.latest(self.webtable, row_key(url)).get(FETCH_FAMILY, {}).get("outcome")
+
+    def index_urls(self, key: str) -> list[str]:
+        prefix = index_prefix(key)
+        with self._lock:
+            return [entry_from_cells(k, v[INDEX_FAMILY]).request.url
+                    for k, v in sorted(self.index.items()) if k.startswith(prefix)]
+
+    def schedule(self, url: str) -> Cells:
+        with self._lock:
+            return {SCHEDULE_FAMILY: self.latest(self.webtable, row_key(url)).get(
+                SCHEDULE_FAMILY, {})}
+
+
+def _put(table: dict[str, dict[str, dict[str, tuple[float, str]]]], row: Row) -> None:
+    stored = table.setdefault(row.key, {})
+    for family, columns in row.cells.items():
+        target = stored.setdefault(family, {})
+        for column, value in columns.items():
+            old = target.get(column)
+            if old is None or row.at >= old[0]:
+                target[column] = (row.at, value)

@@ -1,0 +1,1 @@
+"""transforms/stores"""
