@@ -38,7 +38,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers
 from pipeline.local import emulators
 from pipeline.local.state_file import read_json
 

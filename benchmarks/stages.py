@@ -28,13 +28,8 @@ from typing import Any
 from pipeline.demo.pages import SiteSpec, build_responses
 from transforms.core.links import extract_html
 from transforms.core.robots import rules_from_response
-from transforms.core.urls import (
-    InvalidUrl,
-    canonicalize_url,
-    politeness_key,
-    url_fingerprint,
-    url_parts,
-)
+from transforms.core.url_keys import politeness_key, url_fingerprint
+from transforms.core.urls import InvalidUrl, canonicalize_url, url_parts
 
 DOC_ROOT = Path("/usr/share/doc")
 ROBOTS = b"""User-agent: *

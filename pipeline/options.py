@@ -11,7 +11,8 @@ import re
 
 from apache_beam.options.pipeline_options import PipelineOptions
 
-from transforms.core.policy import DEFAULT_POLICY, Policy, load_policy
+from pipeline.policy_source import load_policy_file
+from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.core.robots import product_token
 from transforms.formats.schema import (
     DEADLETTER_TABLE,
@@ -212,7 +213,7 @@ class CrawlerOptions(PipelineOptions):
         """The crawl policy: the ``--policy`` file (validated; raises ``PolicyError``, a
         ValueError) or the defaults, with ``--min_delay`` applied to the defaults if given."""
         o = self.get_all_options()
-        policy = load_policy(o["policy"]) if o["policy"] else DEFAULT_POLICY
+        policy = load_policy_file(o["policy"]) if o["policy"] else DEFAULT_POLICY
         if o["min_delay"] is not None:
             defaults = dataclasses.replace(policy.defaults, min_delay=o["min_delay"])
             policy = dataclasses.replace(policy, defaults=defaults)

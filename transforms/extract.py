@@ -21,6 +21,7 @@ import apache_beam as beam
 from apache_beam.metrics import Metrics
 
 from transforms.core.content import Decoded, decode_body, header
+from transforms.core.digests import digest_of
 from transforms.core.links import extract_html
 from transforms.core.policy import SUPPORTED_SCHEMES
 from transforms.core.records import (
@@ -35,7 +36,6 @@ from transforms.core.robots_meta import meta_contents, page_directives, x_robots
 from transforms.core.sitemap_links import SitemapYield, sitemap_outlinks
 from transforms.core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from transforms.core.urls import InvalidUrl, canonicalize_url
-from transforms.formats.warc import payload_checksum
 
 METRICS_NAMESPACE = "crawler"
 DEFAULT_MAX_DECODED_BYTES = 10 * 1024 * 1024  # --max_body_bytes' default
@@ -89,7 +89,7 @@ def parse_page(result: FetchResult, user_agent: str,
         result = dataclasses.replace(result, detail="; ".join(filter(None, (result.detail,
                                                                            detail))))
     if not decoded.ok:
-        return ParsedPage(result, None, (), payload_checksum(body)), []
+        return ParsedPage(result, None, (), digest_of(result) or ''), []
     info = extract_html(decoded.data, result.final_url, result.content_type)
     directives = page_directives(meta_contents(info.meta_names), x_robots_tags(result.headers),
                                  user_agent)
@@ -104,7 +104,7 @@ def parse_page(result: FetchResult, user_agent: str,
         links = info.links + ((canonical,) if canonical and canonical != result.final_url
                               else ())
         requests = outlink_requests(result, links)
-    page = ParsedPage(result, info.title, tuple(r.url for r in requests), payload_checksum(body),
+    page = ParsedPage(result, info.title, tuple(r.url for r in requests), digest_of(result) or '',
                       noindex=directives.noindex, nofollow=directives.nofollow,
                       canonical=canonical)
     return page, requests

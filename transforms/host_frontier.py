@@ -1,9 +1,9 @@
 """``HostFrontier``: per-host politeness, robots.txt, dedup and queueing, with leases that fetch;
 its durable memory is the webtable and the frontier index, its state a bounded cache of them.
 
-One key per host (the politeness key, ``transforms.core.urls.politeness_key``, or ``host#shard``).
-The stateful DoFn owns everything about its key and is the only one that ever contacts the
-host, so the politeness invariant needs no coordination:
+One key per host (the politeness key, ``transforms.core.url_keys.politeness_key``, or
+``host#shard``). The stateful DoFn owns everything about its key and is the only one that ever
+contacts the host, so the politeness invariant needs no coordination:
 
     at most one request to a host is open at any time, and request starts to a host are at least
     ``delay = max(--min-delay, robots Crawl-delay)`` apart.

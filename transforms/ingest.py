@@ -20,7 +20,8 @@ from apache_beam.metrics import Metrics
 from transforms.core.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
 from transforms.core.records import AckToken, CrawlRequest, DeadLetter
 from transforms.core.sharding import shard_key
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.formats.messages import BadMessage, decode_requests, is_heartbeat
 from transforms.host_frontier import FrontierWork
 

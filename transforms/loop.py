@@ -29,7 +29,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms.core.records import CrawlRequest, Discovered, FetchResult, ParsedPage
-from transforms.core.urls import politeness_key
+from transforms.core.url_keys import politeness_key
 from transforms.formats.messages import chunk, encode_requests
 
 METRICS_NAMESPACE = "crawler"

@@ -1,1 +1,1 @@
-"""pipeline/cli"""
+"""The ``crawler`` command line: ``pipeline.cli.main`` and one module per command group."""

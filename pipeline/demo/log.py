@@ -6,11 +6,14 @@ same evidence the tests assert: concurrency per host, gaps between request start
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections import deque
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 from typing import Protocol
+from urllib.parse import urldefrag, urljoin, urlsplit
 
+from pipeline.demo.pages import ROBOTS_PATH, DemoResponse, not_found_response
 from transforms.core.filters import first_rejection
 from transforms.core.policy import HostPolicy
 
@@ -75,3 +78,47 @@ def politeness_report(requests: Sequence[Request]) -> PolitenessReport:
         min_gap=min_start_gap(ordered),
         robots_first=bool(ordered) and ordered[0].path == "/robots.txt",
         duplicates=len(paths) - len(set(paths)))
+
+
+def crawl_closure(
+    tables: Mapping[str, Mapping[str, DemoResponse]],
+    disallow: Mapping[str, Sequence[str]],
+    seeds: Iterable[str],
+) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
+    """What a correct crawler following every link from ``seeds`` requests, per host.
+
+    The crawler drops fragments, ignores non-http(s) schemes and hosts it has no table for, asks
+    robots.txt once per host it meets, never requests a path under a disallowed prefix, follows
+    every redirect's Location as a new URL and every link of each 200 HTML page.
+
+    Args:
+        tables: netloc (``127.0.0.2:PORT``) -> that host's responses.
+        disallow: netloc -> disallowed path prefixes from its robots.txt.
+        seeds: absolute start URLs.
+
+    Returns:
+        ``(fetched, blocked)``: netloc -> request-targets requested (robots.txt included), and
+        netloc -> request-targets linked but disallowed.
+    """
+    fetched: dict[str, set[str]] = {netloc: set() for netloc in tables}
+    blocked: dict[str, set[str]] = {netloc: set() for netloc in tables}
+    queue = deque(seeds)
+    seen: set[str] = set()
+    while queue:
+        url = urldefrag(queue.popleft()).url
+        parts = urlsplit(url)
+        if url in seen or parts.scheme not in ("http", "https") or parts.netloc not in tables:
+            continue
+        seen.add(url)
+        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        fetched[parts.netloc].add(ROBOTS_PATH)
+        if any(target.startswith(prefix) for prefix in disallow.get(parts.netloc, ())):
+            blocked[parts.netloc].add(target)
+            continue
+        fetched[parts.netloc].add(target)
+        response = tables[parts.netloc].get(target) or not_found_response(target)
+        if response.location is not None:
+            queue.append(urljoin(url, response.location))
+        if response.status == 200:
+            queue.extend(response.links)
+    return fetched, blocked

@@ -2,8 +2,8 @@
 
 Everything here is pure (no sockets, no clock): given a :class:`SiteSpec`, the host's base URL and
 a seed, :func:`build_responses` returns every response the host serves, byte for byte, and
-:func:`crawl_closure` walks the resulting link graph the way a correct, robots-obeying crawler
-would. ``pipeline.demo.site`` serves these tables over HTTP and exposes the ground truth.
+``pipeline.demo.log.crawl_closure`` walks the resulting link graph the way a correct, robots-obeying
+crawler would. ``pipeline.demo.site`` serves these tables over HTTP and exposes the ground truth.
 
 Layout of one host with ``pages = N`` HTML pages (``N >= MIN_PAGES``)::
 
@@ -25,12 +25,10 @@ from __future__ import annotations
 import html
 import posixpath
 import random
-import struct
-import zlib
-from collections import deque
-from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from urllib.parse import urldefrag, urljoin, urlsplit
+from urllib.parse import urljoin, urlsplit
+
+from pipeline.demo.content import pdf, phrase, png, sentence
 
 HOME_PATH = "/"
 ABOUT_PATH = "/about.html"
@@ -50,16 +48,6 @@ MIN_PAGES = len(FIXED_HTML_PATHS) + 2 * len(SECTIONS)
 DEFAULT_PAGES_PER_HOST = 60
 HTML_TYPE = "text/html; charset=utf-8"
 
-_WORDS = (
-    "harbor lantern quiet river copper meadow signal orchard beacon timber granite willow "
-    "compass ledger market bridge canvas thunder velvet summit anchor marble garden harvest "
-    "island journey kettle ladder mirror needle ocean pepper quarry ribbon saddle tunnel "
-    "valley wagon yellow zephyr amber basket candle dagger ember falcon glacier hollow ivory "
-    "jasmine kernel lemon mosaic nickel olive pebble quill raven silver tulip umber violet "
-    "walnut crystal dune echo fable grove haven indigo jigsaw kiln lotus maple nectar onyx "
-    "prism quartz rustic sparrow thistle ultra vapor wharf yarrow zinc archive bulletin "
-    "crawler frontier fetch index schedule politeness queue latency render parse stream"
-).split()
 
 
 @dataclass(frozen=True)
@@ -205,10 +193,10 @@ def build_responses(spec: SiteSpec, base_url: str, seed: int = 0) -> dict[str, D
     robots = spec.robots_txt
     if robots is not None:
         table[ROBOTS_PATH] = DemoResponse(200, "text/plain; charset=utf-8", robots.encode())
-    table[PDF_PATH] = DemoResponse(200, "application/pdf", _pdf(f"{spec.name} quarterly report"))
+    table[PDF_PATH] = DemoResponse(200, "application/pdf", pdf(f"{spec.name} quarterly report"))
     colour = random.Random(f"{seed}:{spec.name}:colour")
     rgb = tuple(colour.randrange(256) for _ in "rgb")
-    table[PNG_PATH] = DemoResponse(200, "image/png", _png(rgb))
+    table[PNG_PATH] = DemoResponse(200, "image/png", png(rgb))
     table[MISSING_PATH] = not_found_response(MISSING_PATH)
     table[OLD_PATH] = _redirect(301, NEW_PATH)
     if spec.redirect_host is not None:
@@ -217,50 +205,6 @@ def build_responses(spec: SiteSpec, base_url: str, seed: int = 0) -> dict[str, D
         body = _document(f"Members only | {spec.name}", None, "", "<p>Members only.</p>")
         table[private] = DemoResponse(200, HTML_TYPE, body.encode())
     return table
-
-
-def crawl_closure(
-    tables: Mapping[str, Mapping[str, DemoResponse]],
-    disallow: Mapping[str, Sequence[str]],
-    seeds: Iterable[str],
-) -> tuple[dict[str, set[str]], dict[str, set[str]]]:
-    """What a correct crawler following every link from ``seeds`` requests, per host.
-
-    The crawler drops fragments, ignores non-http(s) schemes and hosts it has no table for, asks
-    robots.txt once per host it meets, never requests a path under a disallowed prefix, follows
-    every redirect's Location as a new URL and every link of each 200 HTML page.
-
-    Args:
-        tables: netloc (``127.0.0.2:PORT``) -> that host's responses.
-        disallow: netloc -> disallowed path prefixes from its robots.txt.
-        seeds: absolute start URLs.
-
-    Returns:
-        ``(fetched, blocked)``: netloc -> request-targets requested (robots.txt included), and
-        netloc -> request-targets linked but disallowed.
-    """
-    fetched: dict[str, set[str]] = {netloc: set() for netloc in tables}
-    blocked: dict[str, set[str]] = {netloc: set() for netloc in tables}
-    queue = deque(seeds)
-    seen: set[str] = set()
-    while queue:
-        url = urldefrag(queue.popleft()).url
-        parts = urlsplit(url)
-        if url in seen or parts.scheme not in ("http", "https") or parts.netloc not in tables:
-            continue
-        seen.add(url)
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        fetched[parts.netloc].add(ROBOTS_PATH)
-        if any(target.startswith(prefix) for prefix in disallow.get(parts.netloc, ())):
-            blocked[parts.netloc].add(target)
-            continue
-        fetched[parts.netloc].add(target)
-        response = tables[parts.netloc].get(target) or not_found_response(target)
-        if response.location is not None:
-            queue.append(urljoin(url, response.location))
-        if response.status == 200:
-            queue.extend(response.links)
-    return fetched, blocked
 
 
 def _plan(
@@ -345,7 +289,7 @@ def _leaf_plan(
     if j % 5 == 0:
         other_section = SECTIONS[(j + 1) % len(SECTIONS)]
         base_href = base_url + other_section if j % 10 == 0 else other_section
-    title = f"{_phrase(rng, 3).title()} \u2013 part {j}"  # a non-ASCII dash exercises charsets
+    title = f"{phrase(rng, 3).title()} \u2013 part {j}"  # a non-ASCII dash exercises charsets
     return _Plan(title, base_href, tuple(inline), tuple(related))
 
 
@@ -368,9 +312,9 @@ def _render(
     sections = []
     n_sections = rng.randint(4, 6)
     for k in range(1, n_sections + 1):
-        text = " ".join(_sentence(rng) for _ in range(rng.randint(4, 6)))
+        text = " ".join(sentence(rng) for _ in range(rng.randint(4, 6)))
         extra = "".join(f" See {anchor(link)}." for link in plan.inline[k - 1 :: n_sections])
-        sections.append(f'<h2 id="section-{k}">{html.escape(_phrase(rng, 2).title())}</h2>\n'
+        sections.append(f'<h2 id="section-{k}">{html.escape(phrase(rng, 2).title())}</h2>\n'
                         f"<p>{text}{extra}</p>")
     related = "".join(f"<li>{anchor(link)}</li>" for link in plan.related)
     footer_links = [_Link(base_url + HOME_PATH, "Home"), _Link(base_url + ABOUT_PATH, "About"),
@@ -416,52 +360,6 @@ def _href(target: str, base: str, rng: random.Random) -> str:
     return href if urljoin(base, href) == target else t.path + tail
 
 
-def _phrase(rng: random.Random, n: int) -> str:
-    return " ".join(rng.choices(_WORDS, k=n))
-
-
-def _sentence(rng: random.Random) -> str:
-    text = _phrase(rng, rng.randint(8, 16))
-    return text[0].upper() + text[1:] + "."
-
-
 def _redirect(status: int, location: str) -> DemoResponse:
     body = f"Moved to {location}\n".encode()
     return DemoResponse(status, "text/plain; charset=utf-8", body, location=location)
-
-
-def _png(rgb: tuple[int, ...], size: int = 8) -> bytes:
-    """A solid-colour RGB PNG of ``size`` x ``size`` pixels."""
-
-    def chunk(tag: bytes, data: bytes) -> bytes:
-        crc = zlib.crc32(tag + data) & 0xFFFFFFFF
-        return struct.pack(">I", len(data)) + tag + data + struct.pack(">I", crc)
-
-    rows = b"".join(b"\x00" + bytes(rgb) * size for _ in range(size))
-    header = struct.pack(">IIBBBBB", size, size, 8, 2, 0, 0, 0)
-    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", header) + chunk(b"IDAT", zlib.compress(rows, 9))
-            + chunk(b"IEND", b""))
-
-
-def _pdf(title: str) -> bytes:
-    """A one-page PDF showing ``title`` (alphanumerics and spaces only), with a valid xref."""
-    text = f"BT /F1 18 Tf 72 720 Td ({title}) Tj ET".encode()
-    objects = [
-        b"<< /Type /Catalog /Pages 2 0 R >>",
-        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
-        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
-        b"/Resources << /Font << /F1 5 0 R >> >> >>",
-        b"<< /Length %d >>\nstream\n%s\nendstream" % (len(text), text),
-        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
-    ]
-    out = bytearray(b"%PDF-1.4\n")
-    offsets = []
-    for number, obj in enumerate(objects, start=1):
-        offsets.append(len(out))
-        out += b"%d 0 obj\n%s\nendobj\n" % (number, obj)
-    xref = len(out)
-    out += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
-    out += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
-    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
-    out += trailer % (len(objects) + 1, xref)
-    return bytes(out)

@@ -46,16 +46,17 @@ from pathlib import Path
 from types import FrameType, TracebackType
 from urllib.parse import urlsplit
 
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.log import crawl_closure
 from pipeline.demo.pages import (
     DEFAULT_PAGES_PER_HOST,
     DemoResponse,
     SiteSpec,
     build_responses,
-    crawl_closure,
     html_page_paths,
     not_found_response,
 )
-from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.server import LoggedServers
 
 __all__ = ["DemoResponse", "DemoSite", "Hit", "SiteSpec", "default_specs", "find_unused_port",
            "latency_for", "main"]

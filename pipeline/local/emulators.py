@@ -222,3 +222,12 @@ def answers(service: str, address: str, timeout: float) -> bool:
         return False
     finally:
         channel.close()
+
+
+def log_tail(path: Path, lines: int = 20) -> str:
+    """The last ``lines`` lines of a process's log, headed by its path, for an error message."""
+    try:
+        tail = path.read_text(errors="replace").splitlines()[-lines:]
+    except OSError:
+        return f"(no log at {path})"
+    return f"--- last lines of {path} ---\n" + "\n".join(tail)

@@ -379,5 +379,4 @@ def _log_tail(cluster_dir: Path, name: str, lines: int = 30) -> str:
     logs = sorted((cluster_dir / "logs").glob(f"*{name}*"), key=lambda p: p.stat().st_mtime)
     if not logs:
         return f"(no log of {name} in {cluster_dir / 'logs'})"
-    tail = logs[-1].read_text(errors="replace").splitlines()[-lines:]
-    return f"--- last lines of {logs[-1]} ---\n" + "\n".join(tail)
+    return emulators.log_tail(logs[-1], lines)

@@ -6,7 +6,8 @@ Three emulators, each a detached process in its own process group, all on 127.0.
 - Bigtable: ``gcloud beta emulators bigtable start`` (``cbtemulator``);
 - GCS: ``gcp-storage-emulator`` from PyPI, run with this interpreter.
 
-Everything lives in a state directory (``default_state_dir()``)::
+Everything lives in a state directory (``default_state_dir()``), written through
+``pipeline.local.state_file``::
 
     local.json                  what runs: ports, process group ids, resource names
     local.lock                  serializes start and stop
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import fcntl
 import json
 import logging
 import os
@@ -40,6 +40,7 @@ from typing import TypedDict
 
 from pipeline.local import emulators
 from pipeline.local.emulators import missing_components
+from pipeline.local.state_file import locked, read_json, write_json
 from pipeline.ops import resources
 from transforms.formats import schema
 
@@ -141,6 +142,19 @@ class LocalStack:
             no_proxy = ",".join(p for p in (current, "127.0.0.1,localhost") if p)
             env["NO_PROXY"] = env["no_proxy"] = no_proxy
         return env
+
+    def pipeline_args(self, argv: list[str]) -> list[str]:
+        """``argv`` with the flags that aim a run at this stack in front, unless given."""
+        given = {a.split("=", 1)[0].replace("-", "_") for a in argv if a.startswith("--")}
+        defaults = {
+            "--project": self.project,
+            "--input_subscription": f"projects/{self.project}/subscriptions/{self.subscription}",
+            "--frontier_topic": f"projects/{self.project}/topics/{self.topic}",
+            "--bigtable_instance": self.instance,
+            "--warc_prefix": f"gs://{self.bucket}/warc",
+        }
+        return [f"{k}={v}" for k, v in defaults.items()
+                if k.replace("-", "_") not in given] + argv
 
     def export_lines(self) -> str:
         """Returns ``export K=V`` lines to paste into a shell (one per variable of ``env()``)."""
@@ -251,7 +265,7 @@ def start_local_stack(
     state_dir.mkdir(parents=True, exist_ok=True)
     names: _ResourceNames = {"project": project, "instance": instance, "topic": topic,
                              "subscription": subscription, "bucket": bucket}
-    with _locked(state_dir):
+    with locked(state_dir / "local.lock"):
         stack = load_local_stack(state_dir)
         if stack is not None:
             stack = dataclasses.replace(stack, **names)
@@ -293,7 +307,7 @@ def stop_local_stack(state_dir: Path, timeout: float = 15.0) -> list[str]:
     state_dir = Path(state_dir).resolve()
     if not state_dir.is_dir():
         return []
-    with _locked(state_dir):
+    with locked(state_dir / "local.lock"):
         stopped = _stop_recorded(state_dir, timeout)
         (state_dir / LOCAL_JSON).unlink(missing_ok=True)
     if stopped:
@@ -341,10 +355,10 @@ def _wait_until_answering(stack: LocalStack, service: str, child: subprocess.Pop
         code = child.poll()
         if code is not None:
             raise LocalStackError(f"the {service} emulator exited with code {code}:\n"
-                                  + _log_tail(stack.state_dir, service))
+                                  + emulators.log_tail(_log_path(stack.state_dir, service)))
         if time.monotonic() > deadline:
             raise LocalStackError(f"the {service} emulator did not answer on {address} in time:\n"
-                                  + _log_tail(stack.state_dir, service))
+                                  + emulators.log_tail(_log_path(stack.state_dir, service)))
         time.sleep(0.1)
 
 
@@ -367,42 +381,17 @@ def _stop_recorded(state_dir: Path, timeout: float = 15.0) -> list[str]:
 
 
 def _read_state(state_dir: Path) -> LocalStack | None:
-    path = state_dir / LOCAL_JSON
+    data = read_json(state_dir / LOCAL_JSON)
     try:
-        return LocalStack.from_json(state_dir, json.loads(path.read_text()))
-    except FileNotFoundError:
-        return None
+        return LocalStack.from_json(state_dir, data) if data is not None else None
     except (ValueError, KeyError, TypeError, AttributeError) as e:
-        _LOG.warning("ignoring unreadable %s: %s", path, e)
+        _LOG.warning("ignoring unreadable %s: %s", state_dir / LOCAL_JSON, e)
         return None
 
 
 def _write_state(stack: LocalStack) -> None:
-    path = stack.state_dir / LOCAL_JSON
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(stack.to_json(), indent=2, sort_keys=True) + "\n")
-    os.replace(tmp, path)
+    write_json(stack.state_dir / LOCAL_JSON, stack.to_json())
 
 
 def _log_path(state_dir: Path, service: str) -> Path:
     return state_dir / "logs" / f"{service}.log"
-
-
-def _log_tail(state_dir: Path, service: str, lines: int = 20) -> str:
-    path = _log_path(state_dir, service)
-    try:
-        tail = path.read_text(errors="replace").splitlines()[-lines:]
-    except OSError:
-        return f"(no log at {path})"
-    return f"--- last lines of {path} ---\n" + "\n".join(tail)
-
-
-@contextlib.contextmanager
-def _locked(state_dir: Path) -> Iterator[None]:
-    with open(state_dir / "local.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
-

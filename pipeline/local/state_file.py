@@ -1,7 +1,7 @@
 """A local tool's JSON state file: read, written atomically, and a lock around start and stop.
 
-``pipeline.local.flink_cluster`` keeps ``flink.json`` this way; ``pipeline.local.stack`` keeps
-``local.json`` the same way with helpers of its own.
+``pipeline.local.stack`` keeps ``local.json`` this way, ``pipeline.local.flink_cluster``
+``flink.json``.
 """
 
 from __future__ import annotations

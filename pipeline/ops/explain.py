@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from pipeline.policy_source import load_policy_file
 from transforms.core.content import ACCEPT_ENCODING
 from transforms.core.filters import FilterResult, check_url
 from transforms.core.policy import (
@@ -39,7 +40,6 @@ from transforms.core.policy import (
     SUPPORTED_SCHEMES,
     Policy,
     PolicyError,
-    load_policy,
     policy_summary,
 )
 from transforms.core.robots import (
@@ -52,7 +52,8 @@ from transforms.core.robots import (
     rules_from_response,
 )
 from transforms.core.schedule import politeness_delay
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key, robots_url
+from transforms.core.url_keys import politeness_key, robots_url
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.formats.rowkeys import row_key
 
 DEFAULT_USER_AGENT = "beam-crawler/0.1"  # the pipeline's --crawl_user_agent default
@@ -363,7 +364,7 @@ def run_explain(url: str, *, policy_file: str | None = None, robots_file: str | 
     user_agent = user_agent or DEFAULT_USER_AGENT
     now = time.time()
     try:
-        policy = load_policy(policy_file) if policy_file else DEFAULT_POLICY
+        policy = load_policy_file(policy_file) if policy_file else DEFAULT_POLICY
     except PolicyError as error:
         print(f"invalid policy: {error}", file=sys.stderr)
         return 2

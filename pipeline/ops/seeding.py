@@ -8,7 +8,8 @@ from dataclasses import dataclass, field
 import google.cloud.pubsub_v1 as pubsub_v1
 
 from transforms.core.records import CrawlRequest
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.formats.messages import chunk, encode_requests
 
 

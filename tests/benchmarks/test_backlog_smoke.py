@@ -9,7 +9,7 @@ import pytest
 
 from benchmarks.backlog import LINKS, deciles, page
 from benchmarks.backlog import main as backlog_main
-from pipeline.demo.server import Hit
+from pipeline.demo.exchange import Hit
 
 pytestmark = pytest.mark.integration
 

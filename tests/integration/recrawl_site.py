@@ -18,7 +18,8 @@ import html
 import itertools
 from dataclasses import dataclass, field
 
-from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers
 
 ETAG = '"e1"'
 LAST_MODIFIED = "Tue, 01 Oct 2024 10:00:00 GMT"

@@ -12,7 +12,8 @@ from __future__ import annotations
 
 import gzip
 
-from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers
 from tests.integration.sites import page
 
 SITEMAP_ONLY = ("/only-in-sitemap/1", "/only-in-sitemap/2", "/only-in-sitemap/3")

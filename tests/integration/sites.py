@@ -51,8 +51,8 @@ from pyftpdlib.ioloop import IOLoop  # type: ignore[import-untyped]
 from pyftpdlib.servers import FTPServer  # type: ignore[import-untyped]
 from warcio.archiveiterator import ArchiveIterator
 
-from pipeline.cli.main import local_pipeline_args
-from pipeline.demo.server import Hit, LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers
 from pipeline.local.driver import RunSummary
 from pipeline.local.stack import LocalStack
 from pipeline.main import run
@@ -410,7 +410,7 @@ def crawl(stack: LocalStack, seeds: list[str], flags: list[str],
     ensure_bigtable(stack.project, instance)
     publish_seeds(seeds, stack.project, topic)
     warc_prefix = f"gs://{stack.bucket}/{suffix}"
-    argv = local_pipeline_args(stack, [
+    argv = stack.pipeline_args([
         f"--input_subscription=projects/{stack.project}/subscriptions/{subscription}",
         f"--frontier_topic=projects/{stack.project}/topics/{topic}",
         f"--bigtable_instance={instance}", f"--warc_prefix={warc_prefix}", *flags])

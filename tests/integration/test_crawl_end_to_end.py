@@ -25,7 +25,6 @@ from apache_beam.io.filesystem import CompressionTypes
 from apache_beam.io.filesystems import FileSystems
 from google.cloud import bigtable
 
-from pipeline.cli.main import local_pipeline_args
 from pipeline.cli.main import main as cli_main
 from pipeline.demo.log import crawlable_paths, max_concurrency, min_start_gap
 from pipeline.demo.site import DemoSite
@@ -35,7 +34,8 @@ from pipeline.ops.resources import ensure_bigtable, ensure_subscription, ensure_
 from pipeline.ops.seeding import publish_seeds
 from transforms.core.content import header
 from transforms.core.policy import DEFAULT_POLICY
-from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import canonicalize_url
 from transforms.formats.rowkeys import row_key, url_from_row_key
 from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
 from transforms.formats.warc import read_record
@@ -75,7 +75,7 @@ def crawl(request, local_stack) -> CrawlRun:
     site = DemoSite().start(n_hosts=3, pages_per_host=40, crawl_delay=CRAWL_DELAY)
     try:
         publish_seeds(site.seed_urls(), local_stack.project, topic)
-        argv = local_pipeline_args(local_stack, [
+        argv = local_stack.pipeline_args([
             f"--input_subscription=projects/{local_stack.project}/subscriptions/{subscription}",
             f"--frontier_topic=projects/{local_stack.project}/topics/{topic}",
             f"--bigtable_instance={instance}", f"--warc_prefix=gs://{local_stack.bucket}/{suffix}",

@@ -25,7 +25,6 @@ from pathlib import Path
 import pytest
 from google.cloud import bigtable
 
-from pipeline.cli.main import local_pipeline_args
 from pipeline.demo.log import crawlable_paths, max_concurrency, min_start_gap
 from pipeline.demo.site import DemoSite
 from pipeline.local.driver import RunSummary
@@ -73,7 +72,7 @@ def killed_and_resumed(local_stack, tmp_path_factory):
     ensure_subscription(local_stack.project, topic, subscription)
     ensure_bigtable(local_stack.project, instance)
     site = DemoSite().start(n_hosts=3, pages_per_host=40, crawl_delay=CRAWL_DELAY)
-    argv = local_pipeline_args(local_stack, [
+    argv = local_stack.pipeline_args([
         f"--input_subscription=projects/{local_stack.project}/subscriptions/{subscription}",
         f"--frontier_topic=projects/{local_stack.project}/topics/{topic}",
         f"--bigtable_instance={instance}", f"--warc_prefix=gs://{local_stack.bucket}/{suffix}",

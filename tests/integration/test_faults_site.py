@@ -31,7 +31,8 @@ from tests.integration.sites import (
 )
 from transforms.core.policy import SUPPORTED_SCHEMES
 from transforms.core.retry import MAX_ATTEMPTS
-from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import canonicalize_url
 from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY
 from transforms.formats.warc import read_record
 

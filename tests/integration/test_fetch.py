@@ -24,7 +24,8 @@ import aiohttp
 import pytest
 
 from pipeline.demo.coding import encode_body
-from pipeline.demo.server import Hit, LoggedServers, RawHandler, Reply, RequestView, Wire
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers, RawHandler, Wire
 from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FETCHED,
@@ -33,7 +34,8 @@ from transforms.core.records import (
     CrawlRequest,
     FetchResult,
 )
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.fetchers.http import FetchConfig, Lease, LeaseOutcome, classify_error
 from transforms.fetchers.service import shared_fetch_service
 

@@ -21,7 +21,8 @@ import aiohttp
 import pytest
 
 from pipeline.demo.coding import encode_body
-from pipeline.demo.server import LoggedServers, Reply, RequestView, Wire
+from pipeline.demo.exchange import Reply, RequestView
+from pipeline.demo.server import LoggedServers, Wire
 
 TEXT = b"<!doctype html><p>" + b"compressible text " * 40 + b"</p>"
 ROUTES = {

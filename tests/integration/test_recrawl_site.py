@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import pytest
 
-from pipeline.demo.server import Hit
+from pipeline.demo.exchange import Hit
 from tests.integration.recrawl_site import ETAG, LAST_MODIFIED, RecrawlSite
 from tests.integration.sites import Crawl, crawl, warc_records
 from transforms.core.urls import canonicalize_url

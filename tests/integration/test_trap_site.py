@@ -19,8 +19,9 @@ import pytest
 
 from pipeline.demo.log import crawlable_paths, max_concurrency
 from tests.integration.sites import SESSION_ID, Crawl, TrapSite, crawl
-from transforms.core.policy import load_policy
-from transforms.core.urls import canonicalize_url, politeness_key
+from transforms.core.policy_file import load_policy
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import canonicalize_url
 from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY
 
 pytestmark = pytest.mark.integration

@@ -19,10 +19,11 @@ from apache_beam.testing.test_stream import TestStream
 from apache_beam.testing.util import assert_that, equal_to
 from apache_beam.transforms import trigger, window
 
-from pipeline.demo.server import LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Reply, RequestView
+from pipeline.demo.server import LoggedServers
 from transforms.core.policy import HostPolicy, Policy
 from transforms.core.records import CrawlRequest
-from transforms.core.urls import politeness_key
+from transforms.core.url_keys import politeness_key
 from transforms.fetchers.http import FetchConfig
 from transforms.frontier.context import FrontierConfig
 from transforms.frontier.store import MemoryStoreSpec, memory_store

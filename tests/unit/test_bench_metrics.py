@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.e2e import Regime, markdown, summarize
+from benchmarks.e2e_report import Regime, markdown, summarize
 from benchmarks.server_metrics import crawl_metrics, pages_over_time
 from benchmarks.testbed import (
     LOG_FORMAT,

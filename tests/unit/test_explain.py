@@ -14,7 +14,8 @@ from pathlib import Path
 import pytest
 
 from pipeline.cli.main import main
-from pipeline.demo.server import LoggedServers, Reply, RequestView
+from pipeline.demo.exchange import Reply, RequestView
+from pipeline.demo.server import LoggedServers
 from pipeline.ops.explain import (
     BUDGET_NOTE,
     DEFAULT_USER_AGENT,
@@ -24,7 +25,8 @@ from pipeline.ops.explain import (
     format_explanation,
 )
 from transforms.core.filters import FILTER_NAMES
-from transforms.core.policy import DEFAULT_POLICY, parse_policy
+from transforms.core.policy import DEFAULT_POLICY
+from transforms.core.policy_file import parse_policy
 from transforms.core.robots import rules_from_response
 
 NOW = float(calendar.timegm((2026, 6, 1, 12, 0, 0)))

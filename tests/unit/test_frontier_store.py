@@ -7,11 +7,11 @@ from __future__ import annotations
 import pytest
 
 from transforms.core import status
-from transforms.core.records import CrawlRequest, UrlOutcome
+from transforms.core.records import CrawlRequest, UrlOutcome, UrlRecord
 from transforms.core.robots import RobotsRules
 from transforms.formats.index import IndexEntry
 from transforms.formats.rows import Row, outcome_row, pending_host_row, robots_host_row, url_record
-from transforms.frontier.leases import UrlRecord, plan_lease
+from transforms.frontier.leases import plan_lease
 from transforms.frontier.store import MemoryFrontierStore, StoreBatch
 
 URL = "https://a.example/p"
@@ -81,7 +81,7 @@ def test_an_index_page_passes_held_and_skipped_entries_and_finds_the_next_due_on
     entries.append(IndexEntry("k", 90.0, CrawlRequest(URL + "later"), 500.0, 9))
     entries[1] = IndexEntry("k", 1.0, CrawlRequest(URL + "1"), 0.0, 1, "me", 100.0)
     store.write(StoreBatch(index_puts=entries))
-    from transforms.core.urls import url_fingerprint
+    from transforms.core.url_keys import url_fingerprint
 
     page = store.index_page("k", 10, frozenset({url_fingerprint(URL + "2")}), 50.0, 100, "me")
     assert [e.request.url for e in page.entries] == [URL + "0", URL + "3"]

@@ -2,7 +2,7 @@
 
 import pytest
 
-from transforms.core.policy import parse_policy
+from transforms.core.policy_file import parse_policy
 from transforms.core.urls import InvalidUrl
 from transforms.ingest import canonical_for_host
 

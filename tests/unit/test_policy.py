@@ -21,10 +21,9 @@ from transforms.core.policy import (
     TrapLimits,
     host_policy_dict,
     is_removed_param,
-    load_policy,
-    parse_policy,
     policy_summary,
 )
+from transforms.core.policy_file import load_policy, parse_policy
 
 
 def test_defaults_are_the_documented_ones():

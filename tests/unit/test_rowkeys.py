@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from tests.unit.url_cases import fuzz_cases, valid_urls
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.formats.rowkeys import (
     host_row_prefix,
     host_row_prefixes,

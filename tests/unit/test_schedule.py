@@ -4,6 +4,7 @@ import pytest
 
 from transforms.core import schedule
 from transforms.core.records import CrawlRequest
+from transforms.frontier.head import merge_head, push_front
 from transforms.frontier.state import HeadEntry
 
 
@@ -63,31 +64,31 @@ def _names(entries):
 def test_the_head_orders_by_priority_then_depth_then_arrival():
     entries = [_entry("d2", 2, seq=1), _entry("d1a", 1, seq=2), _entry("p5", 3, 5, seq=3),
                _entry("d1b", 1, seq=4), _entry("d0", 0, seq=5)]
-    head, dropped = schedule.merge_head([], entries, 10)
+    head, dropped = merge_head([], entries, 10)
     assert _names(head) == ["p5", "d0", "d1a", "d1b", "d2"] and dropped == 0
 
 
 def test_the_head_is_bounded_and_what_does_not_fit_is_counted():
-    head, dropped = schedule.merge_head([_entry("a", seq=1)], [_entry("b", 1, seq=2),
+    head, dropped = merge_head([_entry("a", seq=1)], [_entry("b", 1, seq=2),
                                                                _entry("c", 0, seq=3)], 2)
     assert _names(head) == ["a", "c"] and dropped == 1  # b stays in the index only
-    again, _ = schedule.merge_head(head, [_entry("a", 5, seq=9)], 2)
+    again, _ = merge_head(head, [_entry("a", 5, seq=9)], 2)
     assert _names(again) == ["a", "c"] and again[0].seq == 1  # one entry per URL: the first
 
 
 def test_returned_requests_go_first():
-    head, _ = schedule.merge_head([], [_entry("new", 0, 9, seq=1)], 5)
-    head = schedule.push_front(head, [_entry("back", 3, seq=2)])
+    head, _ = merge_head([], [_entry("new", 0, 9, seq=1)], 5)
+    head = push_front(head, [_entry("back", 3, seq=2)])
     assert _names(head) == ["back", "new"] and head[0].front
 
 
 def test_aging_means_a_low_priority_url_is_never_starved():
     """High-priority URLs keep arriving (one a second, priority 10); the priority-0 URL that
     came first is still fetched, after about 10 priority points x the aging time."""
-    head, _ = schedule.merge_head([], [_entry("low", 0, 0, now=0.0)], 10_000)
+    head, _ = merge_head([], [_entry("low", 0, 0, now=0.0)], 10_000)
     fetched_at = None
     for second in range(1, 1200):
-        head, _ = schedule.merge_head(head, [_entry(f"high{second}", 0, 10, now=float(second),
+        head, _ = merge_head(head, [_entry(f"high{second}", 0, 10, now=float(second),
                                                     seq=second)], 10_000)
         first, head = head[0], head[1:]  # one fetch a second
         if first.request.url.endswith("/low"):
@@ -98,6 +99,6 @@ def test_aging_means_a_low_priority_url_is_never_starved():
 
 
 def test_the_host_boost_moves_a_host_s_urls_ahead():
-    head, _ = schedule.merge_head([], [_entry("plain", seq=1), _entry("boosted", boost=3,
+    head, _ = merge_head([], [_entry("plain", seq=1), _entry("boosted", boost=3,
                                                                        seq=2)], 10)
     assert _names(head)[0] == "boosted"

@@ -7,17 +7,17 @@ from pathlib import Path
 
 import pytest
 
-from pipeline.cli.main import build_parser, local_pipeline_args, main
+from pipeline.cli.main import build_parser, main
 from pipeline.local.stack import LocalStack
 from pipeline.ops.seeding import group_seeds
 from transforms.core.records import CrawlRequest
+from transforms.core.url_keys import politeness_key
 from transforms.core.urls import (
     INVALID_REASONS,
     REASON_EMPTY,
     REASON_RELATIVE,
     REASON_UNSUPPORTED_SCHEME,
     canonicalize_url,
-    politeness_key,
 )
 
 # --- group_seeds -------------------------------------------------------------------------------
@@ -90,7 +90,7 @@ def test_invalid_reason_names_the_reason_once():
     assert "mailto:x@example.com" in reason
 
 
-# --- local_pipeline_args -----------------------------------------------------------------------
+# --- LocalStack.pipeline_args ------------------------------------------------------------------
 
 
 def _stack(tmp_path: Path) -> LocalStack:
@@ -111,7 +111,7 @@ def _flag_values(argv: list[str]) -> dict[str, list[str]]:
 
 
 def test_local_defaults_are_added(tmp_path):
-    argv = local_pipeline_args(_stack(tmp_path), [])
+    argv = _stack(tmp_path).pipeline_args([])
     assert _flag_values(argv) == {
         "project": ["proj-x"],
         "input_subscription": ["projects/proj-x/subscriptions/sub-x"],
@@ -123,7 +123,7 @@ def test_local_defaults_are_added(tmp_path):
 
 def test_user_flags_are_kept_after_the_defaults(tmp_path):
     user = ["--max_pages=10", "--min-delay", "0.5"]
-    argv = local_pipeline_args(_stack(tmp_path), user)
+    argv = _stack(tmp_path).pipeline_args(user)
     assert argv[-len(user):] == user
     assert len(argv) == len(user) + 5
 
@@ -137,7 +137,7 @@ def test_user_flags_are_kept_after_the_defaults(tmp_path):
     ["--bigtable-instance=i"], ["--bigtable_instance", "i"],
 ])
 def test_a_flag_the_user_gave_in_either_spelling_is_not_defaulted(tmp_path, given):
-    argv = local_pipeline_args(_stack(tmp_path), given)
+    argv = _stack(tmp_path).pipeline_args(given)
     name = given[0][2:].split("=", 1)[0].replace("-", "_")
     defaults = _flag_values(argv[:-len(given)])
     assert name not in defaults
@@ -148,7 +148,7 @@ def test_a_flag_the_user_gave_in_either_spelling_is_not_defaulted(tmp_path, give
 def test_local_args_make_valid_crawler_options(tmp_path):
     from pipeline.options import CrawlerOptions
 
-    options = CrawlerOptions(local_pipeline_args(_stack(tmp_path), ["--max-pages=5"]))
+    options = CrawlerOptions(_stack(tmp_path).pipeline_args(["--max-pages=5"]))
     options.validate_crawler()
     o = options.get_all_options()
     assert o["project"] == "proj-x"
@@ -209,17 +209,23 @@ def test_local_rejects_an_unknown_action():
 
 def test_parse_crawl_leaves_pipeline_flags_for_beam():
     args, rest = build_parser().parse_known_args(
-        ["crawl", "https://a.example/", "--demo-hosts", "2", "--keep-stack", "--max_pages=5",
+        ["crawl", "https://a.example/", "--demo-hosts", "2", "--max_pages=5",
          "--runner", "DirectRunner"])
     assert args.command == "crawl"
     assert args.urls == ["https://a.example/"]
-    assert (args.demo_hosts, args.demo_pages, args.keep_stack) == (2, 80, True)
+    assert (args.demo_hosts, args.demo_pages) == (2, 80)
     assert rest == ["--max_pages=5", "--runner", "DirectRunner"]
 
 
 def test_parse_crawl_defaults():
     args = build_parser().parse_args(["crawl"])
-    assert (args.urls, args.demo_hosts, args.demo_pages, args.keep_stack) == ([], 3, 80, False)
+    assert (args.urls, args.demo_hosts, args.demo_pages) == ([], 3, 80)
+
+
+def test_the_dead_keep_stack_flag_is_gone():
+    """The stack always stays up after ``crawl`` (for show/ls); the flag changed nothing."""
+    args, rest = build_parser().parse_known_args(["crawl", "--keep-stack"])
+    assert not hasattr(args, "keep_stack") and rest == ["--keep-stack"]
 
 
 def test_a_command_is_required():

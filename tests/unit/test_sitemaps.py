@@ -11,6 +11,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from transforms.core.sitemap_scope import filter_scope, in_scope, sitemap_priority
 from transforms.core.sitemaps import (
     DEFAULT_SITEMAP_PATHS,
     KIND_INDEX,
@@ -23,12 +24,9 @@ from transforms.core.sitemaps import (
     MAX_SITEMAP_BYTES,
     Sitemap,
     SitemapEntry,
-    filter_scope,
-    in_scope,
     parse_priority,
     parse_sitemap,
     parse_w3c_datetime,
-    sitemap_priority,
 )
 
 SITEMAP_URL = "https://www.example.com/sitemap.xml"

@@ -9,6 +9,7 @@ import pickle
 import pytest
 
 from tests.unit.url_cases import OPTIONS, RFC_BASE, fuzz_cases, param_fuzz_cases, valid_urls
+from transforms.core.url_keys import politeness_key, robots_url, url_fingerprint
 from transforms.core.url_params import ParamFilter
 from transforms.core.urls import (
     DEFAULT_REMOVED_PARAMS,
@@ -16,9 +17,6 @@ from transforms.core.urls import (
     MAX_URL_LENGTH,
     InvalidUrl,
     canonicalize_url,
-    politeness_key,
-    robots_url,
-    url_fingerprint,
 )
 
 WITH_FTP = frozenset({"http", "https", "ftp"})

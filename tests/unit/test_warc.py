@@ -11,6 +11,7 @@ import re
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
+from transforms.core.digests import payload_digest
 from transforms.core.records import CrawlRequest, FetchResult
 from transforms.formats.warc import (
     GZIP_LEVEL,
@@ -18,7 +19,6 @@ from transforms.formats.warc import (
     build_response_record,
     build_warcinfo_record,
     format_warc_date,
-    payload_checksum,
     read_record,
     warc_filename,
 )
@@ -273,12 +273,32 @@ def test_read_record_at_a_bad_offset_raises_value_error(warc):
         read_record(data, len(data))
 
 
-def test_payload_checksum_matches_warc_payload_digest():
-    assert payload_checksum(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
+def test_payload_digest_matches_warc_payload_digest():
+    assert payload_digest(b"") == "sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ"
     for result in ALL_RESULTS:
         record = gzip.decompress(build_response_record(result))
         digest = re.search(rb"WARC-Payload-Digest: (\S+)", record).group(1).decode()
-        assert payload_checksum(result.body) == digest
+        assert payload_digest(result.body) == digest
+
+
+def test_the_digest_computed_at_fetch_is_written_and_warcio_verifies_both_digests():
+    import dataclasses
+
+    from warcio.archiveiterator import ArchiveIterator
+
+    from transforms.core.digests import with_digest
+
+    for result in ALL_RESULTS:
+        fetched = with_digest(result)
+        data = build_response_record(fetched)
+        records = list(ArchiveIterator(io.BytesIO(data), check_digests="raise"))
+        assert records[0].rec_headers.get_header("WARC-Payload-Digest") == \
+            fetched.payload_digest
+    # The writer trusts the digest it is given (it does not hash the payload again): a wrong
+    # one is written as it is, and the check catches it.
+    wrong = dataclasses.replace(with_digest(ALL_RESULTS[0]), payload_digest="sha1:" + "A" * 32)
+    with pytest.raises(Exception, match="digest"):
+        list(ArchiveIterator(io.BytesIO(build_response_record(wrong)), check_digests="raise"))
 
 
 def test_format_warc_date():

@@ -27,7 +27,7 @@ more at full capacity, because later stages have tighter error rates, and saves 
 it for the many hosts that stay small. The rates are the standard estimate
 ``(1 - exp(-k * n / m)) ** k`` per stage.
 
-Items are 16-byte fingerprints (:func:`transforms.core.urls.url_fingerprint`); the ``k`` bit
+Items are 16-byte fingerprints (:func:`transforms.core.url_keys.url_fingerprint`); the ``k`` bit
 positions in a stage of ``m`` bits come from enhanced double hashing (Dillinger and Manolios,
 2004): position ``j`` is ``(h1 + j * h2 + (j**3 - j) / 6) mod m``, ``h1`` and ``h2`` being the
 two 64-bit halves of the fingerprint. Plain double hashing (``h1 + j * h2``) measured 5-10%

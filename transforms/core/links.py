@@ -26,9 +26,10 @@ import codecs
 import functools
 import re
 from dataclasses import dataclass
-from urllib.parse import urljoin
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
+
+from transforms.core.urls import InvalidUrl, canonicalize_url
 
 HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
 
@@ -46,6 +47,7 @@ LINK_RELS_IGNORED = frozenset({
 })
 
 _SNIFF_BYTES = 4096
+LINK_SCHEMES = frozenset({"http", "https", "ftp"})  # the schemes the crawler has fetchers for
 # An http(s) or ftp URL with a non-empty host (userinfo and port allowed, IPv6 literals
 # bracketed): the schemes the crawler has fetchers for.
 _HTTP_AUTHORITY = re.compile(
@@ -191,8 +193,8 @@ def resolve_href(href: str, base: str) -> str | None:
     if not cleaned or cleaned[0] == "#":
         return None
     cleaned = cleaned.replace("\\", "/").replace(" ", "%20")
-    # Fast paths for the common shapes, which give what urljoin gives (bar keeping an empty
-    # "?" or "#") at a fraction of its cost; everything else goes through urljoin.
+    # Fast paths for the common shapes, which resolve as RFC 3986 does at a fraction of the
+    # cost; everything else is resolved by the canonicalizer, the crawler's one resolver.
     if _HTTP_AUTHORITY.match(cleaned):
         return cleaned
     if cleaned[:8].lower().startswith(("http://", "https://", "ftp://")):
@@ -207,16 +209,14 @@ def resolve_href(href: str, base: str) -> str | None:
     if (cleaned[0] not in "?./" and "/." not in cleaned and "//" not in cleaned
             and ":" not in cleaned.split("/", 1)[0]):
         # A plain relative path ("page.html", "sub/page.html?x=1"): the base's directory plus
-        # the reference, as urljoin would give it without its parse (which also collapses
-        # empty segments and dot segments: those go through urljoin).
+        # the reference, as RFC 3986 resolves it (empty and dot segments take the long way).
         directory = _base_directory(base)
         if directory is not None:
             return directory + cleaned
-    try:
-        absolute = urljoin(base, cleaned)
-    except ValueError:  # e.g. an unterminated IPv6 literal: not a URL a browser would load
+    try:  # resolved and canonicalized in one step (fragment dropped); parameters kept
+        return canonicalize_url(cleaned, base, allowed_schemes=LINK_SCHEMES, remove_params=())
+    except InvalidUrl:  # e.g. an unterminated IPv6 literal: not a URL a browser would load
         return None
-    return absolute if _HTTP_AUTHORITY.match(absolute) else None
 
 
 def extract_html(body: bytes, url: str, content_type: str | None = None) -> HtmlInfo:

@@ -25,14 +25,13 @@ from dataclasses import dataclass
 
 from transforms.core.policy import SUPPORTED_SCHEMES
 from transforms.core.records import KIND_SITEMAP, KIND_SITEMAP_CHILD, CrawlRequest, FetchResult
+from transforms.core.sitemap_scope import filter_scope, sitemap_priority
 from transforms.core.sitemaps import (
     DEFAULT_SITEMAP_PATHS,
     KIND_INDEX,
     MAX_ENTRIES,
     MAX_SITEMAP_BYTES,
     Sitemap,
-    filter_scope,
-    sitemap_priority,
 )
 from transforms.core.urls import InvalidUrl, canonicalize_url
 

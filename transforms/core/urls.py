@@ -27,16 +27,16 @@ browser would. Equivalences only the server can tell (RFC 3986 6.2.4: ``/data`` 
 ``/data/``) are not assumed. The result is idempotent for given options. A URL that is
 canonical already, the common case, is recognized by one regular expression and returned as is.
 
-The derived keys (:func:`politeness_key`, :func:`url_fingerprint`, :func:`robots_url`, and the
-webtable row key in :mod:`transforms.formats.rowkeys`) canonicalize any URL with a host first
-(whatever its scheme) by the RFC 3986 rules only, removing and reordering no parameter, so they
-agree for every spelling of a URL and keep a canonical URL as it is, whatever options produced it.
+The derived keys (``transforms.core.url_keys``: the politeness key, the fingerprint, the
+robots.txt URL; and the webtable row key in :mod:`transforms.formats.rowkeys`) canonicalize any URL
+with a host first (whatever its scheme) by the RFC 3986 rules only, removing and reordering no
+parameter, so they agree for every spelling of a URL and keep a canonical URL as it is, whatever
+options produced it.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
 import ipaddress
 import re
 from collections.abc import Collection
@@ -167,45 +167,6 @@ def canonicalize_url(
     return _canonical(url, base, allowed_schemes, params, sort_query)[1]
 
 
-def politeness_key(url: str) -> str:
-    """Return the key of the politeness queue ``url`` belongs to: its host, plus ``:port``
-    when the port is explicit (not the scheme's default).
-
-    The scheme is deliberately left out: ``http://h/`` and ``https://h/`` are served by the
-    same machine, and separate queues would let the crawler hit it at twice the configured rate.
-    An explicit port is kept because it usually is a different service (and the local test
-    sites tell hosts apart by port), e.g. ``example.com`` or ``127.0.0.2:8081``.
-
-    Raises:
-        InvalidUrl: when ``url`` cannot be canonicalized.
-    """
-    parts = url_parts(url)
-    return parts.host if parts.port is None else f"{parts.host}:{parts.port}"
-
-
-def url_fingerprint(url: str) -> bytes:
-    """Return the 16-byte BLAKE2b digest of the canonical form of ``url``.
-
-    Raises:
-        InvalidUrl: when ``url`` cannot be canonicalized.
-    """
-    canonical = _unparse(url_parts(url))
-    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
-
-
-def robots_url(url: str) -> str:
-    """Return the robots.txt URL governing ``url``: ``scheme://host[:port]/robots.txt``.
-
-    Userinfo is not carried over: robots.txt is public by definition.
-
-    Raises:
-        InvalidUrl: when ``url`` cannot be canonicalized.
-    """
-    parts = url_parts(url)
-    port = "" if parts.port is None else f":{parts.port}"
-    return f"{parts.scheme}://{parts.host}{port}/robots.txt"
-
-
 @functools.lru_cache(maxsize=8192)
 def url_parts(url: str) -> UrlParts:
     """Return the components of the canonical form of ``url`` (an absolute URL, any scheme),
@@ -275,13 +236,14 @@ def _canonical(
     path = url_params.normalize_path(path, params)
     query = url_params.normalize_query(query or "", params, sort_query)
     parts = UrlParts(scheme, userinfo, host, port, path, query)
-    canonical = _unparse(parts)
+    canonical = unparse(parts)
     if len(canonical) > MAX_URL_LENGTH:
         raise InvalidUrl(REASON_TOO_LONG, cleaned)
     return parts, canonical
 
 
-def _unparse(parts: UrlParts) -> str:
+def unparse(parts: UrlParts) -> str:
+    """The URL string of canonical components (no fragment)."""
     scheme, userinfo, host, port, path, query = parts
     authority = f"{userinfo}@{host}" if userinfo else host
     if port is not None:

@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field, replace
-from urllib.parse import urljoin
 
 import aiohttp
 
@@ -40,7 +39,8 @@ from transforms.core.records import (
 )
 from transforms.core.sharding import host_of_key
 from transforms.core.sitemaps import MAX_SITEMAP_BYTES
-from transforms.core.urls import InvalidUrl, canonicalize_url, politeness_key
+from transforms.core.url_keys import politeness_key
+from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.fetchers.ssrf import (
     SSRF_ERROR_KIND,
     check_url_target,
@@ -216,7 +216,7 @@ async def fetch_request(session: aiohttp.ClientSession, request: CrawlRequest, g
                 if status in REDIRECT_STATUSES and "Location" in resp.headers:
                     await _read_limited(resp, _DISCARD_LIMIT)
                     try:
-                        target = canonicalize_url(urljoin(url, resp.headers["Location"]))
+                        target = canonicalize_url(resp.headers["Location"], base=url)
                     except InvalidUrl as exc:
                         return replace(base, error="bad_redirect", error_detail=str(exc),
                                        elapsed=time.time() - started, outcome=OUTCOME_ERROR)
@@ -279,7 +279,7 @@ async def fetch_robots(session: aiohttp.ClientSession, url: str, gate: RequestGa
                                                     timeout=timeout,
                                                     headers=gate.headers()) as resp:
                 if resp.status in REDIRECT_STATUSES and "Location" in resp.headers:
-                    target = canonicalize_url(urljoin(url, resp.headers["Location"]))
+                    target = canonicalize_url(resp.headers["Location"], base=url)
                     if politeness_key(target) != host_of_key(host):
                         # Another authority: treated as unavailable, which RFC 9309 reads as
                         # "allow", without an unscheduled request to a host we have no lease on.

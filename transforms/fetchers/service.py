@@ -26,7 +26,8 @@ from typing import Any
 import aiohttp
 
 from transforms.core.content import ACCEPT_ENCODING
-from transforms.core.records import OUTCOME_ERROR, CrawlRequest, FetchResult
+from transforms.core.digests import with_digest
+from transforms.core.records import OUTCOME_ERROR, CrawlRequest, FetchResult, UrlRecord
 from transforms.core.retry import is_transient
 from transforms.fetchers.ftp import fetch_ftp_request
 from transforms.fetchers.http import LeaseExpired, RequestGate, fetch_request, fetch_robots
@@ -37,7 +38,6 @@ from transforms.frontier.leases import (
     LeaseOutcome,
     LeasePlan,
     RobotsResponse,
-    UrlRecord,
     plan_lease,
 )
 
@@ -92,7 +92,7 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
             if fetcher is None:
                 results.append(_unsupported(pending.pop(0), lease.host))
                 continue
-            result = await fetcher(session, pending[0], gate, config)
+            result = with_digest(await fetcher(session, pending[0], gate, config))
             results.append(result)
             pending.pop(0)
             if is_transient(result.status, result.error):

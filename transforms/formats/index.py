@@ -34,7 +34,7 @@ import json
 from dataclasses import dataclass
 
 from transforms.core.records import CrawlRequest
-from transforms.core.urls import url_fingerprint
+from transforms.core.url_keys import url_fingerprint
 from transforms.formats.messages import request_from_item, request_to_item
 
 SEPARATOR = "|"

@@ -21,6 +21,7 @@ from transforms.core.records import (
     HostStats,
     StoredPage,
     UrlOutcome,
+    UrlRecord,
 )
 from transforms.core.robots import MODES as ROBOTS_MODES
 from transforms.core.robots import RobotsRules
@@ -35,7 +36,6 @@ from transforms.formats.schema import (
     PENDING_COLUMN,
     SCHEDULE_FAMILY,
 )
-from transforms.frontier.leases import UrlRecord
 
 Cells = dict[str, dict[str, str]]
 MAX_DEAD_LETTER_PAYLOAD = 64 * 1024

@@ -13,8 +13,6 @@ asks of a ``response`` record and what makes the payload digest reproducible.
 
 from __future__ import annotations
 
-import base64
-import hashlib
 import io
 import posixpath
 import secrets
@@ -33,6 +31,7 @@ from warcio.recordloader import ArcWarcRecord
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
+from transforms.core.digests import digest_of
 from transforms.core.records import FetchResult
 
 WARC_VERSION = "1.1"
@@ -79,21 +78,6 @@ def format_warc_date(timestamp: float) -> str:
         e.g. ``2024-05-01T12:30:00.250000Z``.
     """
     return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-
-
-def payload_checksum(body: bytes) -> str:
-    """The checksum of a payload, in the form WARC digests take: ``sha1:`` + base32.
-
-    It equals the record's WARC-Payload-Digest, so the webtable's checksum column can be matched
-    against WARC files (and later drive identical-payload revisit records).
-
-    Args:
-        body: the payload as stored (content-encoded bytes as sent).
-
-    Returns:
-        e.g. ``sha1:3I42H3S6NNFQ2MSVX7XZKYAYSCX5QBYJ`` (32 base32 characters).
-    """
-    return "sha1:" + base64.b32encode(hashlib.sha1(body).digest()).decode("ascii")
 
 
 def warc_filename(prefix: str, shard: int, seq: int, now: float, *, token: str | None = None
@@ -283,6 +267,8 @@ def _write_response(writer: WARCWriter, result: FetchResult, warc_date: str | No
     }
     if result.truncated:
         warc_headers["WARC-Truncated"] = "length"
+    # The digest computed when the body arrived: warcio then hashes only the block.
+    warc_headers["WARC-Payload-Digest"] = digest_of(result) or ""
     if not result.final_url.lower().startswith(("http://", "https://")):
         # WARC 1.1 section 6.4: a retrieval without HTTP framing (FTP) is a ``resource``
         # record whose block is the payload itself, typed by its Content-Type.

@@ -37,7 +37,7 @@ from transforms.core.records import (
     SITEMAP_KINDS,
     CrawlRequest,
 )
-from transforms.core.urls import url_fingerprint
+from transforms.core.url_keys import url_fingerprint
 from transforms.frontier.context import HostContext
 from transforms.frontier.state import HeadEntry
 

@@ -23,7 +23,7 @@ from transforms.core.policy import DEFAULT_POLICY, HostPolicy, Policy
 from transforms.core.records import AckToken, CrawlRequest, FetchResult, UrlOutcome
 from transforms.core.robots import RobotsRules, product_token
 from transforms.core.sharding import host_of_key, shard_budget
-from transforms.core.urls import url_fingerprint
+from transforms.core.url_keys import url_fingerprint
 from transforms.formats.index import IndexEntry, index_row_key
 from transforms.formats.rows import outcome_row
 from transforms.frontier.leases import FetchConfig, Lease

@@ -23,6 +23,7 @@ import logging
 
 from transforms.core import recrawl, retry, schedule
 from transforms.core.content import header
+from transforms.core.digests import digest_of
 from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FRESH,
@@ -33,10 +34,9 @@ from transforms.core.records import (
 from transforms.core.robots import has_content, rule_count, rules_from_response
 from transforms.core.sharding import shard_key
 from transforms.core.sitemap_links import robots_sitemap_requests
-from transforms.core.urls import politeness_key, url_fingerprint
+from transforms.core.url_keys import politeness_key, url_fingerprint
 from transforms.formats.rows import iso as iso_time
 from transforms.formats.rows import robots_host_row
-from transforms.formats.warc import payload_checksum
 from transforms.frontier.admission import admit
 from transforms.frontier.context import HostContext
 from transforms.frontier.leases import LeaseOutcome
@@ -181,7 +181,7 @@ def _schedule_next(ctx: HostContext, result: FetchResult, entry: HeadEntry | Non
         ctx.effects.writes.index_puts.append(ctx.index_entry(base, due))
         ctx.state.next_eligible_at = _earliest(ctx.state.next_eligible_at, due)
         return dataclasses.replace(result, index_key=index_key)
-    checksum = payload_checksum(result.body) if result.body is not None else None
+    checksum = digest_of(result)
     history = recrawl.update_history(previous, now, result.status, checksum, result.headers,
                                      ctx.policy.recrawl)
     ctx.effects.writes.index_puts.append(ctx.index_entry(base, history.next_fetch_at))

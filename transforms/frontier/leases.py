@@ -30,8 +30,9 @@ from transforms.core.records import (
     REVISIT_RESUBMIT,
     CrawlRequest,
     FetchResult,
+    UrlRecord,
 )
-from transforms.core.recrawl import FetchHistory, Validators, conditional_headers
+from transforms.core.recrawl import Validators, conditional_headers
 
 
 @dataclass(frozen=True)
@@ -50,45 +51,6 @@ class FetchConfig:
     # SSRF guard: no connection to loopback, private, link-local, multicast or metadata
     # addresses (checked on the URL, after DNS resolution and on every redirect hop).
     allow_private_networks: bool = False
-
-
-@dataclass(frozen=True)
-class UrlRecord:
-    """What the webtable says about one URL: the cells the frontier reads back.
-
-    Attributes:
-        url: the canonical URL.
-        status: ``f:outcome`` (``transforms.core.status``), None without one.
-        key: ``s:host``, the frontier key that owns the URL.
-        accepted: the URL was queued once (``s:first_seen`` is set): it counts in the budget.
-        fetched_at: ``f:fetched_at``, seconds since the epoch.
-        next_fetch_at: ``s:next_fetch``.
-        interval: ``s:recrawl_interval``, seconds.
-        checksum, etag, last_modified: of the last response.
-        length: ``f:length`` of the last response.
-    """
-
-    url: str
-    status: str | None = None
-    key: str | None = None
-    accepted: bool = False
-    fetched_at: float | None = None
-    next_fetch_at: float | None = None
-    interval: float | None = None
-    checksum: str | None = None
-    etag: str | None = None
-    last_modified: str | None = None
-    length: int = 0
-
-    def history(self) -> FetchHistory | None:
-        """The fetch history the recrawl logic needs, or None if the URL never had a response."""
-        if self.fetched_at is None or self.status not in status.RESPONDED | {status.FRESH}:
-            return None
-        interval = self.interval if self.interval is not None else 0.0
-        next_fetch = (self.next_fetch_at if self.next_fetch_at is not None
-                      else self.fetched_at + interval)
-        return FetchHistory(self.fetched_at, self.checksum,
-                            Validators(self.etag, self.last_modified), interval, next_fetch)
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,10 @@ import uuid
 from transforms.core import schedule
 from transforms.core.records import OUTCOME_ROBOTS_BLOCKED
 from transforms.core.robots import RobotsRules
-from transforms.core.urls import robots_url
+from transforms.core.url_keys import robots_url
 from transforms.frontier.admission import needs_robots
 from transforms.frontier.context import HostContext, IoRequest
+from transforms.frontier.head import merge_head, push_front
 from transforms.frontier.leases import Lease
 from transforms.frontier.state import (
     JOB_REFILL,
@@ -43,7 +44,7 @@ def merge_arrivals(ctx: HostContext, arrivals: list[HeadEntry]) -> None:
     ctx.arrivals_merged = True
     if not arrivals:
         return
-    head, dropped = schedule.merge_head(ctx.head, arrivals, ctx.config.head_size)
+    head, dropped = merge_head(ctx.head, arrivals, ctx.config.head_size)
     ctx.set_head(head)
     if dropped:
         hs.spilled += dropped
@@ -144,4 +145,4 @@ def _start(ctx: HostContext, lease: Lease, entries: tuple[HeadEntry, ...]) -> No
 def give_back(ctx: HostContext, entries: tuple[HeadEntry, ...] | list[HeadEntry]) -> None:
     """Requests a lease did not get to (or must retry) go back ahead of the head."""
     if entries:
-        ctx.set_head(schedule.push_front(ctx.head, entries))
+        ctx.set_head(push_front(ctx.head, entries))

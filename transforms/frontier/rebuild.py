@@ -29,9 +29,10 @@ from __future__ import annotations
 import uuid
 
 from transforms.core import status
-from transforms.core.urls import url_fingerprint
+from transforms.core.url_keys import url_fingerprint
 from transforms.frontier.admission import admit
 from transforms.frontier.context import HostContext, IoRequest
+from transforms.frontier.head import merge_head
 from transforms.frontier.leasing import start_io
 from transforms.frontier.state import JOB_REBUILD, PHASE_READY, PHASE_REBUILDING, HeadEntry
 from transforms.frontier.store import IndexPage, RebuildPage
@@ -97,8 +98,6 @@ def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
     of URLs the key is fetching (its lease) or fetched while the read was out (``passed``,
     fingerprints in hex; see ``frontier_state.IoJob``): the read may predate their hold. A
     ``stale`` page is dropped whole and the index read again."""
-    from transforms.core.schedule import merge_head
-
     hs = ctx.state
     if stale:
         ctx.counters["refills_stale"] += 1

@@ -20,8 +20,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from transforms.core.records import UrlRecord
 from transforms.core.robots import RobotsRules
-from transforms.core.urls import url_fingerprint
+from transforms.core.url_keys import url_fingerprint
 from transforms.formats.index import IndexEntry, entry_cells, entry_from_cells
 from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
@@ -35,7 +36,6 @@ from transforms.formats.schema import (
     SCHEDULE_FAMILY,
     WEBTABLE,
 )
-from transforms.frontier.leases import UrlRecord
 
 Cells = dict[str, dict[str, str]]
 

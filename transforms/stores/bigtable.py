@@ -25,6 +25,7 @@ from google.cloud.bigtable.data.exceptions import MutationsExceptionGroup
 from google.cloud.bigtable.data.mutations import DeleteAllFromRow, RowMutationEntry, SetCell
 from google.cloud.bigtable.row_set import RowRange, RowSet
 
+from transforms.core.records import UrlRecord
 from transforms.formats.index import entry_cells
 from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
@@ -40,7 +41,6 @@ from transforms.formats.schema import (
     SCHEDULE_FAMILY,
     WEBTABLE,
 )
-from transforms.frontier.leases import UrlRecord
 from transforms.frontier.store import (
     Cells,
     IndexPage,

@@ -1,0 +1,51 @@
+"""Keys derived from a URL: the politeness key (which frontier key, which host's delay), the
+fingerprint (the seen filter, the index), and the robots.txt URL that governs it (pure).
+
+Each canonicalizes the URL first by the RFC 3986 rules only (``transforms.core.urls.url_parts``:
+no parameter removed or reordered), so every spelling of a URL gets the same keys.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+from transforms.core.urls import unparse, url_parts
+
+
+def politeness_key(url: str) -> str:
+    """Return the key of the politeness queue ``url`` belongs to: its host, plus ``:port``
+    when the port is explicit (not the scheme's default).
+
+    The scheme is deliberately left out: ``http://h/`` and ``https://h/`` are served by the
+    same machine, and separate queues would let the crawler hit it at twice the configured rate.
+    An explicit port is kept because it usually is a different service (and the local test
+    sites tell hosts apart by port), e.g. ``example.com`` or ``127.0.0.2:8081``.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    parts = url_parts(url)
+    return parts.host if parts.port is None else f"{parts.host}:{parts.port}"
+
+
+def url_fingerprint(url: str) -> bytes:
+    """Return the 16-byte BLAKE2b digest of the canonical form of ``url``.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    canonical = unparse(url_parts(url))
+    return hashlib.blake2b(canonical.encode("utf-8"), digest_size=16).digest()
+
+
+def robots_url(url: str) -> str:
+    """Return the robots.txt URL governing ``url``: ``scheme://host[:port]/robots.txt``.
+
+    Userinfo is not carried over: robots.txt is public by definition.
+
+    Raises:
+        InvalidUrl: when ``url`` cannot be canonicalized.
+    """
+    parts = url_parts(url)
+    port = "" if parts.port is None else f":{parts.port}"
+    return f"{parts.scheme}://{parts.host}{port}/robots.txt"
