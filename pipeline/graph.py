@@ -25,6 +25,7 @@ import apache_beam as beam
 from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
 from pipeline.options import CrawlerOptions
+from pipeline.settings import CrawlSettings
 from transforms.acks import AcknowledgeMessages
 from transforms.core.records import Discovered
 from transforms.extract import ExtractLinks
@@ -53,12 +54,11 @@ class CrawlOutputs(NamedTuple):
     acks: beam.PCollection  # AckToken: messages whose URLs the frontier recorded
 
 
-def store_spec(options: CrawlerOptions) -> BigtableStoreSpec:
+def store_spec(settings: CrawlSettings) -> BigtableStoreSpec:
     """Where the crawl's tables are."""
-    crawler = options.view_as(CrawlerOptions)
-    return BigtableStoreSpec(options.bigtable_project_id, crawler.bigtable_instance,
-                             crawler.webtable, crawler.hosts_table, crawler.frontier_table,
-                             crawler.deadletter_table)
+    return BigtableStoreSpec(settings.project, settings.bigtable_instance, settings.webtable,
+                             settings.hosts_table, settings.frontier_table,
+                             settings.deadletter_table)
 
 
 class CrawlCore(beam.PTransform):
@@ -66,17 +66,17 @@ class CrawlCore(beam.PTransform):
     decisions to ``store`` and the discovered links go to the frontier topic (the loop); the
     other sinks are attached by ``build_pipeline``."""
 
-    def __init__(self, options: CrawlerOptions, store: StoreSpec,
+    def __init__(self, settings: CrawlSettings, store: StoreSpec,
                  publisher: Callable[[str], Publish] | None = None) -> None:
         super().__init__()
-        self._options = options
+        self._settings = settings
         self._store = store
         self._publisher = publisher
 
     def expand(self, messages: beam.PCollection) -> CrawlOutputs:
-        crawler = self._options.view_as(CrawlerOptions)
-        frontier_config = self._options.frontier_config()
-        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(self._options.policy())
+        crawler = self._settings
+        frontier_config = crawler.frontier_config()
+        ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(crawler.policy)
         woken = messages.pipeline | "WakePendingKeys" >> WakePendingKeys(self._store)
         # Typed keys: the frontier's keyed state needs a deterministic key coder (UTF-8).
         work = ((ingest.requests, woken)
@@ -99,17 +99,19 @@ class CrawlCore(beam.PTransform):
 
 
 def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
-                   store: StoreSpec | None = None) -> CrawlOutputs:
-    """Adds the whole crawl, sources and sinks included, to ``p``."""
-    crawler = options.view_as(CrawlerOptions)
-    store = store if store is not None else store_spec(options)
+                   store: StoreSpec | None = None,
+                   settings: CrawlSettings | None = None) -> CrawlOutputs:
+    """Adds the whole crawl, sources and sinks included, to ``p``. ``settings`` are the
+    options' (``CrawlerOptions.settings``), read here unless given."""
+    crawler = settings if settings is not None else options.view_as(CrawlerOptions).settings()
+    store = store if store is not None else store_spec(crawler)
     if options.uses_native_pubsub():
         read: beam.PTransform = ReadFromPubSub(subscription=crawler.input_subscription,
                                                with_attributes=True)
     else:
         read = PullFromPubSub(crawler.input_subscription, readers=crawler.pubsub_readers)
     messages = p | "ReadFrontier" >> read
-    outputs = messages | "Crawl" >> CrawlCore(options, store)
+    outputs = messages | "Crawl" >> CrawlCore(crawler, store)
     _ = ((outputs.stored | "PageRows" >> beam.Map(page_write),
           outputs.unstored | "FetchRows" >> beam.Map(fetch_write))
          | "AllWebtableRows" >> beam.Flatten()

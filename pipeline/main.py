@@ -29,7 +29,7 @@ from apache_beam.options.pipeline_options import (
 from pipeline.graph import build_pipeline
 from pipeline.local import flink_submit
 from pipeline.local.driver import RunSummary, run_local
-from pipeline.options import CrawlerOptions
+from pipeline.options import CrawlerOptions, validate_local_run
 
 LOCAL_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
 FLINK_RUNNERS = {"FlinkRunner", "flink"}
@@ -53,7 +53,7 @@ def is_local_flink_cluster(options: CrawlerOptions) -> bool:
 
 
 @contextlib.contextmanager
-def _local_checkpoint_storage(options: CrawlerOptions) -> Iterator[None]:
+def local_checkpoint_storage(options: CrawlerOptions) -> Iterator[None]:
     """An embedded Flink checkpoints to a temporary folder unless told otherwise: Flink's
     default keeps checkpoints in the JobManager's memory, capped at 5 MB, and a crawl's state
     (queues, seen filters, WARC buffers) outgrows that within seconds; every failed checkpoint
@@ -81,25 +81,26 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
         if crawler.finish_bundle_before_checkpointing is None:
             crawler.finish_bundle_before_checkpointing = True
     options.validate_crawler()
+    settings = options.settings()  # the policy file is read here, once
     standard = options.view_as(StandardOptions)
     standard.streaming = True
     if is_local_flink_cluster(options):
-        options.validate_local_run()
+        validate_local_run(settings)
         with flink_submit.local_cluster_job(options):
-            return run_local(options, out)
+            return run_local(options, settings, out)
     if standard.runner in LOCAL_RUNNERS or is_embedded_flink(options):
-        options.validate_local_run()
+        validate_local_run(settings)
         flink = options.view_as(FlinkRunnerOptions)
         if is_embedded_flink(options) and not flink.flink_job_server_jar:
             from pipeline.runners.flink_job_server import ensure_job_server
 
             flink.flink_job_server_jar = str(ensure_job_server().jar)
-        with _local_checkpoint_storage(options):
-            return run_local(options, out)
+        with local_checkpoint_storage(options):
+            return run_local(options, settings, out)
     p = beam.Pipeline(options=options)
-    build_pipeline(p, options)
+    build_pipeline(p, options, settings=settings)
     result = p.run()
-    if options.get_all_options()["wait"]:
+    if settings.wait:
         result.wait_until_finish()
     return result
 

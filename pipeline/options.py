@@ -12,8 +12,8 @@ import re
 from apache_beam.options.pipeline_options import PipelineOptions
 
 from pipeline.policy_source import load_policy_file
+from pipeline.settings import CrawlSettings
 from transforms.core.policy import DEFAULT_POLICY, Policy
-from transforms.core.robots import product_token
 from transforms.formats.schema import (
     DEADLETTER_TABLE,
     DEFAULT_INSTANCE,
@@ -21,8 +21,6 @@ from transforms.formats.schema import (
     HOSTS_TABLE,
     WEBTABLE,
 )
-from transforms.frontier.context import FrontierConfig
-from transforms.frontier.leases import FetchConfig
 
 _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
@@ -167,83 +165,76 @@ class CrawlerOptions(PipelineOptions):
               help="Local runs: stop when nothing changed for this many seconds and no URL is "
                    "queued (default: 20; must exceed --warc_roll_seconds).")
 
+    def settings(self, policy: Policy | None = None) -> CrawlSettings:
+        """Every crawler flag, typed (``pipeline.settings``), with the policy loaded (raises
+        ``PolicyError``, a ValueError): the ``--policy`` file, else the defaults, or
+        ``policy`` if given; ``--min_delay`` applies to its defaults. The one place the flags
+        are read by name."""
+        values = self.get_all_options()
+        if values["min_delay"] is not None and values["min_delay"] < 0:
+            raise ValueError(f"--min_delay must be >= 0, got {values['min_delay']}")
+        if policy is None:
+            policy = load_policy_file(values["policy"]) if values["policy"] else DEFAULT_POLICY
+        if values["min_delay"] is not None:
+            defaults = dataclasses.replace(policy.defaults, min_delay=values["min_delay"])
+            policy = dataclasses.replace(policy, defaults=defaults)
+        return CrawlSettings.from_flags(values, policy)
+
     def validate_crawler(self) -> None:
-        """Raises ValueError with a clear message for any invalid combination."""
-        o = self.get_all_options()
-        if not o["input_subscription"] or not _SUBSCRIPTION_RE.match(o["input_subscription"]):
+        """Raises ValueError with a clear message for any invalid combination of flags (the
+        policy file is checked when ``settings`` loads it)."""
+        s = self.settings(policy=DEFAULT_POLICY)
+        if not s.input_subscription or not _SUBSCRIPTION_RE.match(s.input_subscription):
             raise ValueError("--input_subscription must look like projects/PROJECT/"
-                             f"subscriptions/NAME, got {o['input_subscription']!r}")
-        if not o["frontier_topic"] or not _TOPIC_RE.match(o["frontier_topic"]):
+                             f"subscriptions/NAME, got {s.input_subscription!r}")
+        if not s.frontier_topic or not _TOPIC_RE.match(s.frontier_topic):
             raise ValueError("--frontier_topic must look like projects/PROJECT/topics/NAME, "
-                             f"got {o['frontier_topic']!r}")
-        if not o["warc_prefix"]:
+                             f"got {s.frontier_topic!r}")
+        if not s.warc_prefix:
             raise ValueError("--warc_prefix is required, e.g. gs://my-bucket/warc")
-        if not (o["bigtable_project"] or o.get("project")):
+        if not s.project:
             raise ValueError("--bigtable_project or --project is required")
-        for name in ("min_delay", "retry_delay"):
-            if o[name] is not None and o[name] < 0:
-                raise ValueError(f"--{name} must be >= 0, got {o[name]}")
-        for name in ("lease_seconds", "robots_ttl", "connect_timeout", "read_timeout",
-                     "fetch_timeout", "warc_roll_seconds", "idle_timeout"):
-            if o[name] <= 0:
-                raise ValueError(f"--{name} must be > 0, got {o[name]}")
-        for name in ("max_lease_urls", "frontier_head_size", "max_seen_per_host",
-                     "warc_roll_bytes", "warc_shards", "max_body_bytes", "pubsub_readers"):
-            if o[name] < 1:
-                raise ValueError(f"--{name} must be >= 1, got {o[name]}")
-        if o["max_redirects"] < 0 or o["max_pages"] < 0:
+        for name, value in (("min_delay", s.min_delay), ("retry_delay", s.retry_delay)):
+            if value is not None and value < 0:
+                raise ValueError(f"--{name} must be >= 0, got {value}")
+        for name, positive in (("lease_seconds", s.lease_seconds), ("robots_ttl", s.robots_ttl),
+                               ("connect_timeout", s.connect_timeout),
+                               ("read_timeout", s.read_timeout),
+                               ("fetch_timeout", s.fetch_timeout),
+                               ("warc_roll_seconds", s.warc_roll_seconds),
+                               ("idle_timeout", s.idle_timeout)):
+            if positive <= 0:
+                raise ValueError(f"--{name} must be > 0, got {positive}")
+        for name, count in (("max_lease_urls", s.max_lease_urls),
+                            ("frontier_head_size", s.frontier_head_size),
+                            ("max_seen_per_host", s.max_seen_per_host),
+                            ("warc_roll_bytes", s.warc_roll_bytes),
+                            ("warc_shards", s.warc_shards), ("max_body_bytes", s.max_body_bytes),
+                            ("pubsub_readers", s.pubsub_readers)):
+            if count < 1:
+                raise ValueError(f"--{name} must be >= 1, got {count}")
+        if s.max_redirects < 0 or s.max_pages < 0:
             raise ValueError("--max_redirects and --max_pages must be >= 0")
-        if not 0 < o["seen_error_rate"] < 0.5:
-            raise ValueError(f"--seen_error_rate must be in (0, 0.5), got {o['seen_error_rate']}")
-
-
-        token = o["crawl_user_agent"].split("/", 1)[0].strip()
-        if not token:
+        if not 0 < s.seen_error_rate < 0.5:
+            raise ValueError(f"--seen_error_rate must be in (0, 0.5), got {s.seen_error_rate}")
+        if not s.crawl_user_agent.split("/", 1)[0].strip():
             raise ValueError("--crawl_user_agent must start with a product token, "
                              "e.g. beam-crawler/0.1")
-
-    def validate_local_run(self) -> None:
-        """Checks that only matter when the local driver runs and stops the job."""
-        o = self.get_all_options()
-        if o["idle_timeout"] <= o["warc_roll_seconds"] + 1:
-            raise ValueError("--idle_timeout must exceed --warc_roll_seconds by more than 1 s so "
-                             "the last WARC file is written before a local run stops")
-
-    def policy(self) -> Policy:
-        """The crawl policy: the ``--policy`` file (validated; raises ``PolicyError``, a
-        ValueError) or the defaults, with ``--min_delay`` applied to the defaults if given."""
-        o = self.get_all_options()
-        policy = load_policy_file(o["policy"]) if o["policy"] else DEFAULT_POLICY
-        if o["min_delay"] is not None:
-            defaults = dataclasses.replace(policy.defaults, min_delay=o["min_delay"])
-            policy = dataclasses.replace(policy, defaults=defaults)
-        return policy
 
     def uses_native_pubsub(self) -> bool:
         """Whether the frontier is read with Beam's native ``ReadFromPubSub`` (see
         ``--pubsub_source``)."""
-        choice = self.get_all_options()["pubsub_source"]
+        values = self.get_all_options()
+        choice = values["pubsub_source"]
         if choice != "auto":
-            return choice == "native"
-        runner = self.get_all_options().get("runner")
+            return bool(choice == "native")
+        runner = values.get("runner")
         name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
         return name in NATIVE_PUBSUB_RUNNERS
 
-    @property
-    def bigtable_project_id(self) -> str:
-        o = self.get_all_options()
-        return o["bigtable_project"] or o["project"]
 
-    def frontier_config(self) -> FrontierConfig:
-        o = self.get_all_options()
-        fetch = FetchConfig(user_agent=o["crawl_user_agent"], connect_timeout=o["connect_timeout"],
-                            read_timeout=o["read_timeout"], total_timeout=o["fetch_timeout"],
-                            max_body_bytes=o["max_body_bytes"], max_redirects=o["max_redirects"],
-                            allow_private_networks=o["allow_private_networks"])
-        return FrontierConfig(
-            policy=self.policy(), lease_seconds=o["lease_seconds"],
-            max_lease_urls=o["max_lease_urls"], head_size=o["frontier_head_size"],
-            refill_size=max(1, o["frontier_head_size"] // 2),
-            max_seen=o["max_seen_per_host"], seen_error_rate=o["seen_error_rate"],
-            robots_ttl=o["robots_ttl"], retry_delay=o["retry_delay"],
-            robots_agent=product_token(o["crawl_user_agent"]), fetch=fetch)
+def validate_local_run(settings: CrawlSettings) -> None:
+    """Checks that only matter when the local driver runs and stops the job."""
+    if settings.idle_timeout <= settings.warc_roll_seconds + 1:
+        raise ValueError("--idle_timeout must exceed --warc_roll_seconds by more than 1 s so "
+                         "the last WARC file is written before a local run stops")

@@ -131,7 +131,7 @@ def crawl(args: argparse.Namespace, beam_argv: list[str], where: Path) -> int:
             return 2
         print(f"seeded {report.published_urls} URLs; crawling ...", flush=True)
         pipeline_args = stack.pipeline_args(beam_argv)
-        policy = CrawlerOptions(pipeline_args).policy()
+        policy = CrawlerOptions(pipeline_args).settings().policy
         summary = run(pipeline_args)
         if site is not None:
             print("\nThe demo servers' own request logs:")

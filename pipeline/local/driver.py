@@ -35,6 +35,7 @@ from pipeline.local import pubsub_read as local_pubsub
 from pipeline.local import tuning as local_tuning
 from pipeline.ops.status import host_busy
 from pipeline.options import CrawlerOptions
+from pipeline.settings import CrawlSettings
 from transforms.core.records import HostStats
 from transforms.fetchers import service as fetch_service
 from transforms.formats.schema import HOST_FAMILY, PENDING_COLUMN
@@ -184,10 +185,10 @@ class RunSummary:
     active: float = 0.0  # seconds until the last change: the crawl without the idle wait
 
 
-def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
+def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sys.stdout,
               poll_seconds: float = 1.0) -> RunSummary:
     """Runs the crawl locally (DirectRunner, or FlinkRunner on a local Flink) until a
-    stopping condition; prints progress."""
+    stopping condition; prints progress. ``settings`` are the options' (validated)."""
     local_tuning.install()
     local_tuning.tune_gc()
     fetch_service.resume_leases()  # a run stopped earlier in this process paused them
@@ -195,8 +196,8 @@ def run_local(options: CrawlerOptions, out: TextIO = sys.stdout,
     if options.uses_native_pubsub():
         local_pubsub.install()
     p = beam.Pipeline(options=options)
-    build_pipeline(p, options)
-    return _drive(p.run(), options, out, poll_seconds)
+    build_pipeline(p, options, settings=settings)
+    return _drive(p.run(), settings, out, poll_seconds)
 
 
 def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:
@@ -222,10 +223,9 @@ def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:
     return False
 
 
-def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) -> RunSummary:
+def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) -> RunSummary:
     """Shows progress until a stopping condition, then cancels the job and prints the summary."""
-    o = options.get_all_options()
-    project, instance = options.bigtable_project_id, o["bigtable_instance"]
+    project, instance = settings.project, settings.bigtable_instance
     failure: list[BaseException] = []
     stopping = threading.Event()  # set before cancel: what the job raises after is expected
 
@@ -260,11 +260,11 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
             reason = f"pipeline failed: {failure[0]!r}" if failure else "pipeline finished"
             break
         try:
-            hosts = read_hosts(project, instance, o["hosts_table"])
+            hosts = read_hosts(project, instance, settings.hosts_table)
         except Exception as exc:
             _LOG.warning("could not read the hosts table: %s", exc)
             continue
-        totals = totals_of(hosts, now, o["idle_timeout"])
+        totals = totals_of(hosts, now, settings.idle_timeout)
         recent.append((now, totals["fetched"]))
         while len(recent) > 2 and now - recent[1][0] >= RATE_WINDOW:
             recent.popleft()
@@ -277,18 +277,18 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
         snapshot = totals.snapshot()
         if snapshot != last_snapshot:
             last_snapshot, last_change = snapshot, now
-        if o["max_pages"] and totals["fetched"] >= o["max_pages"]:
-            reason = f"reached --max_pages {o['max_pages']}"
+        if settings.max_pages and totals["fetched"] >= settings.max_pages:
+            reason = f"reached --max_pages {settings.max_pages}"
             _drain()
             break
-        if totals.hosts and totals.idle and now - last_change >= o["idle_timeout"]:
-            reason = (f"idle for {o['idle_timeout']:.0f} s (quiescent: nothing queued, nothing "
+        if totals.hosts and totals.idle and now - last_change >= settings.idle_timeout:
+            reason = (f"idle for {settings.idle_timeout:.0f} s (quiescent: nothing queued, nothing "
                       "in flight)")
             break
-        if not totals.hosts and now - started >= max(STARTUP_SECONDS, 10 * o["idle_timeout"]):
+        if not totals.hosts and now - started >= max(STARTUP_SECONDS, 10 * settings.idle_timeout):
             reason = f"stalled: no host reported anything in {now - started:.0f} s"
             break
-        if totals.hosts and now - last_change >= 10 * o["idle_timeout"]:
+        if totals.hosts and now - last_change >= 10 * settings.idle_timeout:
             reason = f"stalled: no progress for {now - last_change:.0f} s with URLs queued"
             break
     if tty:
@@ -301,7 +301,7 @@ def _drive(result, options: CrawlerOptions, out: TextIO, poll_seconds: float) ->
         logging.getLogger("apache_beam.runners.worker").setLevel(logging.CRITICAL)
         result.cancel()
     try:
-        hosts = read_hosts(project, instance, o["hosts_table"])
+        hosts = read_hosts(project, instance, settings.hosts_table)
         totals = totals_of(hosts)
     except Exception as exc:
         _LOG.warning("could not read the hosts table for the summary: %s", exc)

@@ -27,32 +27,46 @@ from __future__ import annotations
 
 import gc
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from apache_beam.runners.direct import transform_evaluator
 from apache_beam.transforms import userstate
 
 GC_THRESHOLDS = (10_000, 10, 50)  # CPython's defaults are (700, 10, 10)
-_ORIGINAL = userstate.get_dofn_specs
-_LOCK = threading.Lock()
-# id(dofn) -> (dofn, specs); the DoFn object is kept so that its id cannot be reused
-_CACHE: dict[int, tuple[Any, tuple[frozenset[Any], frozenset[Any]]]] = {}
+SpecLookup = Callable[[Any], tuple[set[Any], set[Any]]]
 
 
-def memoized_get_dofn_specs(dofn: Any) -> tuple[set[Any], set[Any]]:
-    entry = _CACHE.get(id(dofn))
-    if entry is None or entry[0] is not dofn:
-        states, timers = _ORIGINAL(dofn)  # raises for an invalid DoFn, as before; not cached
-        entry = (dofn, (frozenset(states), frozenset(timers)))
-        with _LOCK:
-            _CACHE[id(dofn)] = entry
-    states_f, timers_f = entry[1]
-    return set(states_f), set(timers_f)  # callers get their own sets, as from the original
+class SpecMemo:
+    """``lookup`` (Beam's ``get_dofn_specs``) memoized per DoFn object; thread-safe.
+
+    The DoFn object is kept with its entry, so its id cannot be reused by another object while
+    the entry lives (a local job holds a handful of DoFns).
+    """
+
+    def __init__(self, lookup: SpecLookup) -> None:
+        self._lookup = lookup
+        self._lock = threading.Lock()
+        self._cache: dict[int, tuple[Any, tuple[frozenset[Any], frozenset[Any]]]] = {}
+
+    def get_dofn_specs(self, dofn: Any) -> tuple[set[Any], set[Any]]:
+        entry = self._cache.get(id(dofn))
+        if entry is None or entry[0] is not dofn:
+            states, timers = self._lookup(dofn)  # raises for an invalid DoFn; not cached
+            entry = (dofn, (frozenset(states), frozenset(timers)))
+            with self._lock:
+                self._cache[id(dofn)] = entry
+        states_f, timers_f = entry[1]
+        return set(states_f), set(timers_f)  # callers get their own sets, as from Beam
+
+    def is_stateful_dofn(self, dofn: Any) -> bool:
+        states, timers = self.get_dofn_specs(dofn)
+        return bool(states or timers)
 
 
-def memoized_is_stateful_dofn(dofn: Any) -> bool:
-    states, timers = memoized_get_dofn_specs(dofn)
-    return bool(states or timers)
+MEMO = SpecMemo(userstate.get_dofn_specs)
+memoized_get_dofn_specs = MEMO.get_dofn_specs
+memoized_is_stateful_dofn = MEMO.is_stateful_dofn
 
 
 def install() -> None:
@@ -64,7 +78,7 @@ def install() -> None:
 
 
 def installed() -> bool:
-    return transform_evaluator.get_dofn_specs is memoized_get_dofn_specs
+    return transform_evaluator.get_dofn_specs == memoized_get_dofn_specs
 
 
 def tune_gc() -> None:

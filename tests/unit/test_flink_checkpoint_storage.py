@@ -7,7 +7,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pipeline.main import _local_checkpoint_storage
+from pipeline.main import local_checkpoint_storage
 from pipeline.options import CrawlerOptions
 
 BASE = ["--project=p", "--input_subscription=projects/p/subscriptions/s",
@@ -16,7 +16,7 @@ BASE = ["--project=p", "--input_subscription=projects/p/subscriptions/s",
 
 def test_an_embedded_flink_gets_a_filesystem_backend_in_a_folder_removed_afterwards():
     options = CrawlerOptions([*BASE, "--runner=FlinkRunner"])
-    with _local_checkpoint_storage(options):
+    with local_checkpoint_storage(options):
         o = options.get_all_options()
         assert o["state_backend"] == "filesystem"
         folder = Path(urlsplit(o["state_backend_storage_path"]).path)
@@ -34,7 +34,7 @@ def test_other_runs_keep_their_state_backend(argv):
     options = CrawlerOptions(argv)
     before = (options.get_all_options()["state_backend"],
               options.get_all_options()["state_backend_storage_path"])
-    with _local_checkpoint_storage(options):
+    with local_checkpoint_storage(options):
         o = options.get_all_options()
         assert (o["state_backend"], o["state_backend_storage_path"]) == before
 

@@ -12,7 +12,6 @@ from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
 from pipeline.local import tuning as local_tuning
-from transforms.host_frontier import _HostFrontierFn as HostFrontierFn
 
 
 class Counting(beam.DoFn):
@@ -34,33 +33,31 @@ class Plain(beam.DoFn):
         yield element
 
 
-def test_specs_are_computed_once_per_dofn_and_match_beams(monkeypatch):
+def test_specs_are_computed_once_per_dofn_and_match_beams():
     calls: list[object] = []
-    original = local_tuning._ORIGINAL
 
-    def counting_original(dofn):
+    def counting_lookup(dofn):
         calls.append(dofn)
-        return original(dofn)
+        return userstate.get_dofn_specs(dofn)
 
-    monkeypatch.setattr(local_tuning, "_ORIGINAL", counting_original)
-    monkeypatch.setattr(local_tuning, "_CACHE", {})
+    memo = local_tuning.SpecMemo(counting_lookup)
     stateful, plain = Counting(), Plain()
     for _ in range(5):
-        states, timers = local_tuning.memoized_get_dofn_specs(stateful)
+        states, timers = memo.get_dofn_specs(stateful)
         assert states == {Counting.BAG} and timers == {Counting.TIMER}
-        assert local_tuning.memoized_is_stateful_dofn(stateful)
-        assert not local_tuning.memoized_is_stateful_dofn(plain)
+        assert memo.is_stateful_dofn(stateful)
+        assert not memo.is_stateful_dofn(plain)
     assert calls == [stateful, plain]  # once each, however often the runner asks
     states.add("mutated")  # a caller's set is its own
-    assert local_tuning.memoized_get_dofn_specs(stateful)[0] == {Counting.BAG}
-    assert local_tuning.memoized_get_dofn_specs(Counting())[1] == {Counting.TIMER}
+    assert memo.get_dofn_specs(stateful)[0] == {Counting.BAG}
+    assert memo.get_dofn_specs(Counting())[1] == {Counting.TIMER}
     assert len(calls) == 3  # another object of the same class is looked up itself
 
 
-def test_the_frontier_dofn_gets_the_same_specs_as_without_the_memo():
-    dofn = HostFrontierFn.__new__(HostFrontierFn)
-    assert local_tuning.memoized_get_dofn_specs(dofn) == \
-        local_tuning._ORIGINAL(dofn)
+def test_the_memo_answers_as_beam_does_for_a_stateful_dofn_with_timers():
+    dofn = Counting()
+    assert local_tuning.memoized_get_dofn_specs(dofn) == userstate.get_dofn_specs(dofn)
+    assert local_tuning.memoized_is_stateful_dofn(dofn) is userstate.is_stateful_dofn(dofn)
 
 
 def test_install_patches_what_the_direct_runner_reads(monkeypatch):
@@ -71,7 +68,7 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     local_tuning.install()
     local_tuning.install()
     assert local_tuning.installed()
-    assert transform_evaluator.is_stateful_dofn is local_tuning.memoized_is_stateful_dofn
+    assert transform_evaluator.is_stateful_dofn == local_tuning.memoized_is_stateful_dofn
     with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
         userstate.validate_stateful_dofn(Duplicate())
 

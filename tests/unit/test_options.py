@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 from apache_beam.options.pipeline_options import GoogleCloudOptions, StandardOptions
 
-from pipeline.options import CrawlerOptions
+from pipeline.options import CrawlerOptions, validate_local_run
 from transforms.core.robots import product_token as robots_token
 from transforms.fetchers.http import FetchConfig
 from transforms.formats.schema import DEADLETTER_TABLE, DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
@@ -80,7 +82,7 @@ def test_defaults():
     assert o["warc_roll_seconds"] == 10.0
     assert o["warc_shards"] == 4
     assert o["min_delay"] is None  # the policy's default (1.0) applies
-    assert CrawlerOptions([]).policy().defaults.min_delay == 1.0
+    assert CrawlerOptions([]).settings().policy.defaults.min_delay == 1.0
     assert o["lease_seconds"] == 10.0
     assert o["max_lease_urls"] == 32
     assert o["frontier_head_size"] == 2000 and o["frontier_table"] == "frontier"
@@ -97,7 +99,7 @@ def test_defaults():
 
 
 def test_default_flags_give_the_default_frontier_config():
-    assert CrawlerOptions([]).frontier_config() == FrontierConfig()
+    assert CrawlerOptions([]).settings().frontier_config() == FrontierConfig()
 
 
 # --- validation --------------------------------------------------------------------------------
@@ -110,12 +112,12 @@ def test_a_valid_configuration_passes():
 def test_bigtable_project_alone_is_enough():
     options = _options(project=None, bigtable_project="bt")
     options.validate_crawler()
-    assert options.bigtable_project_id == "bt"
+    assert options.settings().project == "bt"
 
 
 def test_bigtable_project_defaults_to_project():
-    assert _options().bigtable_project_id == "p"
-    assert _options(bigtable_project="bt").bigtable_project_id == "bt"
+    assert _options().settings().project == "p"
+    assert _options(bigtable_project="bt").settings().project == "bt"
 
 
 @pytest.mark.parametrize("value", [None, "", "frontier-crawler", "projects/p/topics/t",
@@ -188,12 +190,13 @@ def test_negative_redirects_or_pages(name):
 def test_idle_timeout_must_exceed_warc_roll_seconds_plus_one_on_local_runs(idle, roll):
     options = _options(idle_timeout=idle, warc_roll_seconds=roll)
     options.validate_crawler()  # irrelevant to a Dataflow job
+    settings = options.settings()
     with pytest.raises(ValueError, match="--idle_timeout must exceed --warc_roll_seconds"):
-        options.validate_local_run()
+        validate_local_run(settings)
 
 
 def test_idle_timeout_just_above_the_bound_is_fine():
-    _options(idle_timeout=11.5, warc_roll_seconds=10).validate_local_run()
+    validate_local_run(_options(idle_timeout=11.5, warc_roll_seconds=10).settings())
 
 
 @pytest.mark.parametrize("rate", [0, -1e-6, 0.5, 1, 2])
@@ -244,7 +247,7 @@ def test_frontier_config_maps_every_flag():
         "--robots-ttl=60", "--retry_delay=2", "--crawl-user-agent=MyBot/3.1 (+http://m.example)",
         "--connect_timeout=1", "--read-timeout=2", "--fetch_timeout=3",
         "--max-body-bytes=1000", "--max_redirects=0"])
-    config = options.frontier_config()
+    config = options.settings().frontier_config()
     assert config.policy.defaults.min_delay == 0.5
     assert config.policy.for_host("any.example").min_delay == 0.5
     assert config.lease_seconds == 4.0
@@ -262,8 +265,8 @@ def test_frontier_config_maps_every_flag():
 
 def test_fetch_config_is_hashable():
     # One fetch service per distinct config: the config must work as a dict key.
-    assert hash(CrawlerOptions(["--read-timeout=2"]).frontier_config().fetch) == hash(
-        CrawlerOptions(["--read_timeout=2"]).frontier_config().fetch)
+    assert hash(CrawlerOptions(["--read-timeout=2"]).settings().frontier_config().fetch) == hash(
+        CrawlerOptions(["--read_timeout=2"]).settings().frontier_config().fetch)
 
 
 # --- robots_token ------------------------------------------------------------------------------
@@ -280,3 +283,31 @@ def test_fetch_config_is_hashable():
 ])
 def test_robots_token(user_agent, token):
     assert robots_token(user_agent) == token
+
+
+# --- settings ----------------------------------------------------------------------------------
+
+
+def test_the_typed_settings_have_a_field_for_every_flag_and_no_other():
+    from pipeline.settings import CrawlSettings
+
+    parser = argparse.ArgumentParser()
+    CrawlerOptions._add_argparse_args(parser)
+    flags = {action.dest for action in parser._actions if action.dest != "help"}
+    assert CrawlSettings.flag_names() == flags
+
+
+def test_settings_read_the_policy_file_once(tmp_path, monkeypatch):
+    import pipeline.options
+
+    path = tmp_path / "policy.yaml"
+    path.write_text("defaults: {min_delay: 3}\n")
+    loads: list[str] = []
+    original = pipeline.options.load_policy_file
+    monkeypatch.setattr(pipeline.options, "load_policy_file",
+                        lambda p: loads.append(str(p)) or original(p))
+    options = _options(policy=str(path))
+    options.validate_crawler()  # checks the flags without reading the file
+    settings = options.settings()
+    assert settings.frontier_config().policy is settings.policy  # one Policy for every step
+    assert settings.policy.defaults.min_delay == 3.0 and loads == [str(path)]
