@@ -29,13 +29,13 @@ from pipeline.settings import CrawlSettings
 from transforms.acks import AcknowledgeMessages
 from transforms.core.records import Discovered
 from transforms.extract import ExtractLinks
-from transforms.formats.rows import host_row
+from transforms.formats.rows import dead_letter_write, fetch_write, host_row, page_write
 from transforms.frontier.store import StoreSpec
 from transforms.host_frontier import HostFrontier
 from transforms.ingest import ReadCrawlRequests
 from transforms.loop import Publish, PublishLinks
 from transforms.pubsub_source import PullFromPubSub
-from transforms.storage import WriteRows, dead_letter_write, fetch_write, page_write
+from transforms.storage import WriteRows
 from transforms.stores.bigtable import BigtableStoreSpec
 from transforms.wake import WakePendingKeys
 from transforms.warc_io import WriteWarc

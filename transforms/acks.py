@@ -26,27 +26,11 @@ from apache_beam.coders import VarIntCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.userstate import BagStateSpec
 
+from transforms import METRICS_NAMESPACE
 from transforms.core.records import AckToken
-from transforms.pubsub_source import AckLeases, leases_for
+from transforms.stores.pubsub import subscription_leases
 
-METRICS_NAMESPACE = "crawler"
 PARTS_TAG = "parts"
-# Ack deadline of messages held by the pipeline: extended every half of it while held, and a
-# killed run's messages come back this long after the kill.
-ACK_DEADLINE_SECONDS = 10
-
-
-def subscription_leases(subscription: str) -> AckLeases:
-    """The process-wide ``AckLeases`` of ``subscription`` (shared with the reader)."""
-
-    def factory() -> AckLeases:
-        from google.cloud import pubsub_v1
-
-        return AckLeases(pubsub_v1.SubscriberClient(), subscription, ACK_DEADLINE_SECONDS)
-
-    return leases_for(subscription, factory)
-
-
 class _AckWholeMessagesFn(beam.DoFn):
     """Acknowledges one-part messages (in one call per bundle); passes the others on."""
 

@@ -64,6 +64,7 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
+from transforms import METRICS_NAMESPACE
 from transforms.core.records import FrontierWork
 from transforms.fetchers.service import leases_paused, shared_fetch_service
 from transforms.frontier import drain
@@ -74,7 +75,6 @@ from transforms.frontier.leases import Lease
 from transforms.frontier.state import JOB_REBUILD
 from transforms.frontier.store import BundleWork, FrontierStore, StoreSpec
 
-METRICS_NAMESPACE = "crawler"
 OUTCOMES_TAG = "outcomes"
 STATS_TAG = "stats"
 DISCOVERED_TAG = "discovered"

@@ -17,36 +17,17 @@ import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 
-from transforms.core.policy import DEFAULT_POLICY, SUPPORTED_SCHEMES, Policy
+from transforms import METRICS_NAMESPACE
+from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.core.records import AckToken, CrawlRequest, DeadLetter
 from transforms.core.sharding import shard_key
-from transforms.core.url_keys import politeness_key
-from transforms.core.urls import InvalidUrl, canonicalize_url
-from transforms.formats.messages import BadMessage, decode_requests, is_heartbeat
+from transforms.core.url_keys import canonical_for_host
+from transforms.core.urls import InvalidUrl
+from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_requests, is_heartbeat
 from transforms.host_frontier import FrontierWork
 
-METRICS_NAMESPACE = "crawler"
 DEAD_LETTER_TAG = "dead_letter"
 ACKS_TAG = "acks"
-# Set by a source that leaves acknowledgement to the pipeline (``pipeline.local.pubsub_read`` on the
-# DirectRunner): the message's ack id.
-ACK_ID_ATTRIBUTE = "crawler-ack-id"
-
-
-def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
-    """Canonicalizes ``url`` with its host's policy; returns (canonical URL, politeness key).
-
-    The key comes from a first pass that keeps every parameter (it depends on scheme, host and
-    port only); the host's ``remove_params`` and ``sort_query`` then apply.
-
-    Raises:
-        InvalidUrl: for a URL that cannot be crawled.
-    """
-    plain = canonicalize_url(url, allowed_schemes=SUPPORTED_SCHEMES, remove_params=())
-    key = politeness_key(plain)
-    hp = policy.for_host(key)
-    return canonicalize_url(plain, allowed_schemes=SUPPORTED_SCHEMES,
-                            remove_params=hp.remove_params, sort_query=hp.sort_query), key
 
 
 class _DecodeAndKeyFn(beam.DoFn):

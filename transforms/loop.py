@@ -17,58 +17,26 @@ bundle of latency, which the links would wait anyway.
 
 from __future__ import annotations
 
-from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
-from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.core.records import CrawlRequest, Discovered, FetchResult, ParsedPage
-from transforms.core.url_keys import politeness_key
-from transforms.formats.messages import chunk, encode_requests
+from transforms import METRICS_NAMESPACE
+from transforms.core.records import Discovered, FetchResult, ParsedPage
+from transforms.formats.messages import Message, host_messages
+from transforms.stores.pubsub import PubsubPublisher
 
-METRICS_NAMESPACE = "crawler"
 PAGES_TAG = "pages"
 UNSTORED_TAG = "unstored"
-PUBLISH_TIMEOUT = 60.0  # seconds to wait for Pub/Sub to take a bundle's messages
 FLUSH_LINKS = 5000  # publish mid-bundle once this many links are waiting
 
 
-def link_messages(requests: Iterable[CrawlRequest]) -> list[PubsubMessage]:
-    """Groups requests by host into frontier messages (pure apart from the message type)."""
-    by_host: dict[str, dict[str, CrawlRequest]] = defaultdict(dict)
-    for request in requests:
-        by_host[politeness_key(request.url)].setdefault(request.url, request)
-    messages = []
-    for host, unique in by_host.items():
-        for part in chunk(list(unique.values())):
-            messages.append(PubsubMessage(encode_requests(part),
-                                          {"kind": "crawl", "host": host}))
-    return messages
-
-
-Publish = Callable[[list[PubsubMessage]], None]
-
-
-class PubsubPublisher:
-    """Publishes messages to a topic and waits until Pub/Sub has them all."""
-
-    def __init__(self, topic: str) -> None:
-        from google.cloud import pubsub_v1
-
-        self._topic = topic
-        self._client = pubsub_v1.PublisherClient()
-
-    def __call__(self, messages: list[PubsubMessage]) -> None:
-        futures = [self._client.publish(self._topic, m.data, **(m.attributes or {}))
-                   for m in messages]
-        for future in futures:
-            future.result(timeout=PUBLISH_TIMEOUT)
+Publish = Callable[[list[Message]], None]
 
 
 class _PublishThenReleaseFn(beam.DoFn):
@@ -78,9 +46,14 @@ class _PublishThenReleaseFn(beam.DoFn):
 
     def setup(self) -> None:
         factory = self._publisher_factory or PubsubPublisher
-        self._publish = factory(self._topic)
+        self._publish = factory(self._topic)  # the client, closed in teardown
         self._messages = Metrics.counter(METRICS_NAMESPACE, "link_messages_published")
         self._links = Metrics.counter(METRICS_NAMESPACE, "links_published")
+
+    def teardown(self) -> None:
+        close = getattr(self._publish, "close", None)
+        if close is not None:
+            close()
 
     def start_bundle(self) -> None:
         self._waiting: list[Discovered] = []
@@ -100,7 +73,7 @@ class _PublishThenReleaseFn(beam.DoFn):
 
     def _flush(self) -> list[tuple[str, Any]]:
         waiting, self._waiting, self._count = self._waiting, [], 0
-        messages = link_messages(link for item in waiting for link in item.links)
+        messages = host_messages(link for item in waiting for link in item.links)
         if messages:
             self._publish(messages)
             self._messages.inc(len(messages))

@@ -12,7 +12,7 @@ acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessa
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -20,32 +20,11 @@ from apache_beam.transforms.window import GlobalWindow
 from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
-from transforms.core.records import AckToken, DeadLetter, FetchResult, StoredPage
-from transforms.formats.rows import Row, dead_letter_row, stored_page_row, unstored_result_row
+from transforms import METRICS_NAMESPACE
+from transforms.core.records import AckToken
+from transforms.formats.rows import Row, RowWrite
 from transforms.frontier import drain
 from transforms.frontier.store import StoreBatch, StoreSpec
-
-METRICS_NAMESPACE = "crawler"
-
-
-class RowWrite(NamedTuple):
-    """A row to write, the index entry to delete after it, and what waits for it."""
-
-    row: Row
-    index_delete: str | None = None
-    tokens: tuple[AckToken, ...] = ()
-
-
-def page_write(stored: StoredPage) -> RowWrite:
-    return RowWrite(stored_page_row(stored), stored.page.fetch.index_key)
-
-
-def fetch_write(result: FetchResult) -> RowWrite:
-    return RowWrite(unstored_result_row(result), result.index_key)
-
-
-def dead_letter_write(letter: DeadLetter) -> RowWrite:
-    return RowWrite(dead_letter_row(letter), None, letter.tokens)
 
 
 class _WriteRowsFn(beam.DoFn):

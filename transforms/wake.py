@@ -21,10 +21,10 @@ from collections.abc import Iterator
 import apache_beam as beam
 from apache_beam.metrics import Metrics
 
+from transforms import METRICS_NAMESPACE
 from transforms.core.records import FrontierWork
 from transforms.frontier.store import StoreSpec
 
-METRICS_NAMESPACE = "crawler"
 _LOG = logging.getLogger(__name__)
 
 

@@ -30,10 +30,10 @@ from apache_beam.transforms.userstate import (
 )
 from apache_beam.utils.timestamp import Timestamp
 
+from transforms import METRICS_NAMESPACE
 from transforms.core.records import ParsedPage, StoredPage, WarcLocation
 from transforms.formats.warc import WarcFileBuilder, warc_filename
 
-METRICS_NAMESPACE = "crawler"
 SOFTWARE = "beam-crawler/0.1 (Apache Beam, warcio)"
 _LOG = logging.getLogger(__name__)
 

@@ -31,9 +31,8 @@ from typing import Any
 from apache_beam.runners.direct import transform_evaluator
 from apache_beam.utils.timestamp import Timestamp
 
-from transforms.acks import subscription_leases
-from transforms.ingest import ACK_ID_ATTRIBUTE
-from transforms.pubsub_source import PullSize, pull_within_limits
+from transforms.formats.messages import ACK_ID_ATTRIBUTE
+from transforms.stores.pubsub import PullSize, pull_within_limits, subscription_leases
 
 _LOG = logging.getLogger(__name__)
 MAX_MESSAGES = 100

@@ -39,7 +39,7 @@ from transforms.core.urls import canonicalize_url
 from transforms.formats.rowkeys import row_key, url_from_row_key
 from transforms.formats.schema import CONTENT_FAMILY, FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
 from transforms.formats.warc import read_record
-from transforms.pubsub_source import lease_stats
+from transforms.stores.pubsub import lease_stats
 
 pytestmark = pytest.mark.integration
 

@@ -13,14 +13,8 @@ from apache_beam.io.gcp.pubsub import PubsubMessage
 from google.cloud import pubsub_v1
 
 from pipeline.ops.resources import ensure_subscription, ensure_topic
-from transforms.pubsub_source import (
-    AckLeases,
-    PullFromPubSub,
-    PullSize,
-    leases_for,
-    pull_messages,
-    to_beam_message,
-)
+from transforms.pubsub_source import PullFromPubSub, to_beam_message
+from transforms.stores.pubsub import AckLeases, PullSize, leases_for, pull_messages
 
 pytestmark = pytest.mark.integration
 DEADLINE = 10  # the emulator's shortest ack deadline

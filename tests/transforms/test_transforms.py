@@ -21,9 +21,9 @@ from transforms.core.records import (
     ParsedPage,
 )
 from transforms.extract import ExtractLinks
-from transforms.formats.messages import decode_requests, encode_requests
+from transforms.formats.messages import ACK_ID_ATTRIBUTE, decode_requests, encode_requests
 from transforms.formats.warc import read_record
-from transforms.ingest import ACK_ID_ATTRIBUTE, ReadCrawlRequests
+from transforms.ingest import ReadCrawlRequests
 from transforms.loop import PublishLinks
 from transforms.warc_io import WriteWarc
 
@@ -108,7 +108,7 @@ def test_extract_links_parses_pages_and_routes_everything_else():
                     equal_to(["not_stored", OUTCOME_REDIRECT, OUTCOME_ERROR]), label="unstored")
 
 
-_PUBLISHED: list[PubsubMessage] = []
+_PUBLISHED: list[tuple[bytes, dict[str, str]]] = []
 
 
 def _recorder(topic: str):
@@ -129,8 +129,8 @@ def test_links_are_published_by_host_without_duplicates_before_their_results_mov
                     label="pages")
         assert_that(released.unstored | beam.Map(lambda r: r.status), equal_to([404]),
                     label="unstored")
-    decoded = {(m.attributes["host"], tuple(sorted(r.url for r in decode_requests(m.data))))
-               for m in _PUBLISHED}
+    decoded = {(attributes["host"], tuple(sorted(r.url for r in decode_requests(data))))
+               for data, attributes in _PUBLISHED}
     expected: dict[str, set[str]] = {}
     for r in links:
         expected.setdefault(r.url.split("/")[2], set()).add(r.url)

@@ -16,13 +16,13 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.core.records import AckToken, CrawlRequest, FetchResult
+from transforms.formats.rows import fetch_write
 from transforms.frontier.cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
 from transforms.frontier.context import Effects, FrontierConfig, IoRequest
 from transforms.frontier.hostcore import HostCore
 from transforms.frontier.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
 from transforms.frontier.state import JOB_REBUILD, HostState, decode_host_state
 from transforms.frontier.store import BundleWork, MemoryFrontierStore
-from transforms.storage import fetch_write
 
 
 class FrontierDriver:

@@ -8,8 +8,8 @@ import zlib
 
 import pytest
 
+from transforms.core.extraction import UNDECODED, parse_page
 from transforms.core.records import CrawlRequest, FetchResult
-from transforms.extract import UNDECODED, parse_page
 
 URL = "https://site.example/docs/"
 HTML = (b"<!doctype html><html><head><title>Docs</title>"

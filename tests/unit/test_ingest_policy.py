@@ -3,8 +3,8 @@
 import pytest
 
 from transforms.core.policy_file import parse_policy
+from transforms.core.url_keys import canonical_for_host
 from transforms.core.urls import InvalidUrl
-from transforms.ingest import canonical_for_host
 
 POLICY = parse_policy({"hosts": {"keep.example": {"remove_params": [], "sort_query": True}}})
 

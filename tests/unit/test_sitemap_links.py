@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gzip
 
+from transforms.core.extraction import read_sitemap
 from transforms.core.records import (
     KIND_PAGE,
     KIND_SITEMAP,
@@ -13,7 +14,6 @@ from transforms.core.records import (
 )
 from transforms.core.sitemap_links import robots_sitemap_requests, sitemap_outlinks
 from transforms.core.sitemaps import parse_sitemap
-from transforms.extract import read_sitemap
 from transforms.formats.messages import decode_requests, encode_requests
 
 ROBOTS = "https://example.com/robots.txt"

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import hashlib
 
-from transforms.core.urls import unparse, url_parts
+from transforms.core.policy import SUPPORTED_SCHEMES, Policy
+from transforms.core.urls import canonicalize_url, unparse, url_parts
 
 
 def politeness_key(url: str) -> str:
@@ -49,3 +50,19 @@ def robots_url(url: str) -> str:
     parts = url_parts(url)
     port = "" if parts.port is None else f":{parts.port}"
     return f"{parts.scheme}://{parts.host}{port}/robots.txt"
+
+
+def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
+    """Canonicalizes ``url`` with its host's policy; returns (canonical URL, politeness key).
+
+    The key comes from a first pass that keeps every parameter (it depends on scheme, host and
+    port only); the host's ``remove_params`` and ``sort_query`` then apply.
+
+    Raises:
+        InvalidUrl: for a URL that cannot be crawled.
+    """
+    plain = canonicalize_url(url, allowed_schemes=SUPPORTED_SCHEMES, remove_params=())
+    key = politeness_key(plain)
+    hp = policy.for_host(key)
+    return canonicalize_url(plain, allowed_schemes=SUPPORTED_SCHEMES,
+                            remove_params=hp.remove_params, sort_query=hp.sort_query), key

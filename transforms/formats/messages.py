@@ -22,6 +22,7 @@ import json
 from collections.abc import Iterable, Mapping
 
 from transforms.core.records import KIND_PAGE, REVISITS, SITEMAP_KINDS, CrawlRequest
+from transforms.core.url_keys import politeness_key
 
 MESSAGE_VERSION = 1
 KIND_ATTRIBUTE = "kind"
@@ -146,3 +147,19 @@ def chunk(requests: list[CrawlRequest], size: int = MAX_REQUESTS_PER_MESSAGE
     """Splits a host's requests into message-sized lists."""
     for i in range(0, len(requests), size):
         yield requests[i:i + size]
+
+
+# Set by a source that leaves acknowledgement to the pipeline (``pipeline.local.pubsub_read`` on
+# the DirectRunner): the message's ack id.
+ACK_ID_ATTRIBUTE = "crawler-ack-id"
+Message = tuple[bytes, dict[str, str]]  # a Pub/Sub message's data and attributes
+
+
+def host_messages(requests: Iterable[CrawlRequest]) -> list[Message]:
+    """Frontier messages for ``requests``: grouped by politeness key, each URL once, at most
+    ``MAX_REQUESTS_PER_MESSAGE`` per message, with ``kind`` and ``host`` attributes."""
+    by_host: dict[str, dict[str, CrawlRequest]] = {}
+    for request in requests:
+        by_host.setdefault(politeness_key(request.url), {}).setdefault(request.url, request)
+    return [(encode_requests(part), {"kind": "crawl", "host": host})
+            for host, unique in by_host.items() for part in chunk(list(unique.values()))]

@@ -16,6 +16,7 @@ from typing import NamedTuple
 from transforms.core.content import header
 from transforms.core.records import (
     OUTCOME_FETCHED,
+    AckToken,
     DeadLetter,
     FetchResult,
     HostStats,
@@ -236,3 +237,26 @@ def robots_from_host_cells(cells: dict[str, str]) -> RobotsRules | None:
 def pending_host_row(key: str, pending: bool, at: float) -> Row:
     """The hosts-table cell saying whether a key has work pending (a new job wakes it)."""
     return Row(key, {HOST_FAMILY: {PENDING_COLUMN: "1" if pending else "0"}}, at)
+
+
+# -- writes: a row, the index entry it settles, and what waits for it --------------------------
+
+
+class RowWrite(NamedTuple):
+    """A row to write, the index entry to delete after it, and what waits for it."""
+
+    row: Row
+    index_delete: str | None = None
+    tokens: tuple[AckToken, ...] = ()
+
+
+def page_write(stored: StoredPage) -> RowWrite:
+    return RowWrite(stored_page_row(stored), stored.page.fetch.index_key)
+
+
+def fetch_write(result: FetchResult) -> RowWrite:
+    return RowWrite(unstored_result_row(result), result.index_key)
+
+
+def dead_letter_write(letter: DeadLetter) -> RowWrite:
+    return RowWrite(dead_letter_row(letter), None, letter.tokens)
