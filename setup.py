@@ -15,7 +15,6 @@ setup(
         "selectolax>=1.0",
         "protego>=0.3",
         "warcio>=1.7",
-        "w3lib>=2.1",
         "google-cloud-bigtable>=2.20",
         "google-cloud-storage>=2.10",
         "google-cloud-pubsub>=2.18",
@@ -23,7 +22,8 @@ setup(
         "aioftp>=0.22",
         "pyyaml>=6",
     ],
-    extras_require={"local": ["gcp-storage-emulator>=2024.0"],
+    # What only the local tooling (pipeline/local, pipeline/demo) imports or runs.
+    extras_require={"local": ["gcp-storage-emulator>=2024.0", "grpcio>=1.60", "multidict>=6"],
                     "test": ["pytest", "pytest-timeout"]},
     entry_points={"console_scripts": ["crawler=pipeline.cli.main:main"]},
 )

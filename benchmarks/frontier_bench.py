@@ -29,7 +29,7 @@ from transforms.core.policy import HostPolicy, Policy
 from transforms.core.records import CrawlRequest
 from transforms.frontier.cells import FrontierCells, SeenCache, memory_cells
 from transforms.frontier.context import FrontierConfig
-from transforms.frontier.store import MemoryFrontierStore
+from transforms.stores.memory import MemoryFrontierStore
 
 CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1_000_000)))
 

@@ -109,6 +109,8 @@ class _HostFrontierFn(beam.DoFn):
         self._store_spec = store
 
     def setup(self) -> None:
+        # The fetch service is the worker process's (one asyncio loop for every instance, so a
+        # lease one instance starts can be collected by another): never closed by a DoFn.
         self._service = shared_fetch_service(self._config.fetch)
         self._store: FrontierStore = self._store_spec.open()
         self._metrics: dict[str, Any] = {}

@@ -96,6 +96,13 @@ class _PullMessagesFn(beam.DoFn):
         self._leases = leases_for(self._subscription, lambda: AckLeases(
             pubsub_v1.SubscriberClient(), self._subscription, self._deadline))
 
+    def teardown(self) -> None:
+        """Closes this reader's client; the process-wide lease keeper stays, as other readers
+        and finalizers of the process share it."""
+        if self._subscriber is not None:
+            self._subscriber.close()
+            self._subscriber = None
+
     @beam.DoFn.unbounded_per_element()
     def process(
         self,

@@ -32,15 +32,18 @@ class _PendingKeysFn(beam.DoFn):
     def __init__(self, store: StoreSpec) -> None:
         self._spec = store
 
+    def setup(self) -> None:
+        self._store = self._spec.open()
+        self._woken = Metrics.counter(METRICS_NAMESPACE, "keys_woken")
+
+    def teardown(self) -> None:
+        close = getattr(self._store, "close", None)
+        if close is not None:
+            close()
+
     def process(self, _: bytes) -> Iterator[tuple[str, FrontierWork]]:
-        store = self._spec.open()
-        try:
-            keys = store.pending_keys()
-        finally:
-            close = getattr(store, "close", None)
-            if close is not None:
-                close()
-        Metrics.counter(METRICS_NAMESPACE, "keys_woken").inc(len(keys))
+        keys = self._store.pending_keys()
+        self._woken.inc(len(keys))
         if keys:
             _LOG.info("waking keys with pending work", extra={"keys": len(keys)})
         for key in keys:

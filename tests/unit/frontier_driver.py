@@ -22,7 +22,8 @@ from transforms.frontier.context import Effects, FrontierConfig, IoRequest
 from transforms.frontier.hostcore import HostCore
 from transforms.frontier.leases import Lease, LeaseOutcome, RobotsResponse, plan_lease
 from transforms.frontier.state import JOB_REBUILD, HostState, decode_host_state
-from transforms.frontier.store import BundleWork, MemoryFrontierStore
+from transforms.frontier.store import BundleWork
+from transforms.stores.memory import MemoryFrontierStore
 
 
 class FrontierDriver:

@@ -12,7 +12,8 @@ from transforms.core.robots import RobotsRules
 from transforms.formats.index import IndexEntry
 from transforms.formats.rows import Row, outcome_row, pending_host_row, robots_host_row, url_record
 from transforms.frontier.leases import plan_lease
-from transforms.frontier.store import MemoryFrontierStore, StoreBatch
+from transforms.frontier.store import StoreBatch
+from transforms.stores.memory import MemoryFrontierStore
 
 URL = "https://a.example/p"
 

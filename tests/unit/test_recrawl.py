@@ -46,7 +46,7 @@ def test_two_digit_years_pivot_at_1970():
 @pytest.mark.parametrize("value", [
     None, "", "0", "-1", "tomorrow", "Sun, 31 Feb 2024 00:00:00 GMT",
     "Sun, 06 Foo 1994 08:49:37 GMT",
-    "Sun, 06 Nov 1994 25:00:00 GMT", "Sun, 06 Nov 0000 08:49:37 GMT", "2024-01-01T00:00:00Z",
+    "Sun, 06 Nov 1994 25:00:00 GMT", "2024-01-01T00:00:00Z",
 ])
 def test_invalid_http_dates_are_none(value):
     assert recrawl.parse_http_date(value) is None

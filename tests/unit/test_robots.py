@@ -330,3 +330,47 @@ def test_a_plain_robots_txt_cut_at_the_fetch_limit_drops_its_cut_line() -> None:
     assert len(body) == ROBOTS_MAX_BYTES
     rules = rules_from_response(200, body, 1.0, cut=True)
     assert rules.text.endswith("\n") and "Disallow" not in rules.text
+
+
+# --- RFC 9309 groups: an unknown line does not end a group's user-agent lines -----------------
+
+SHARED_GROUP = ("User-agent: alpha\n"
+                "Noindex: /drafts\n"
+                "Unknown-field: anything\n"
+                "User-agent: beta\n"
+                "Disallow: /private\n"
+                "Crawl-delay: 5\n"
+                "\n"
+                "User-agent: gamma\n"
+                "Crawl-delay: 2\n"
+                "User-agent: delta\n"
+                "Allow: /\n")
+
+
+@pytest.mark.parametrize("agent", ["alpha", "beta"])
+def test_an_unknown_line_between_two_user_agents_does_not_end_the_group(agent):
+    """RFC 9309 2.1 and 2.2.4: both agents of the first group get its rule and its
+    Crawl-delay (protego alone gives alpha nothing: it ends the group at the Noindex line)."""
+    assert not is_allowed(SHARED_GROUP, agent, "https://h.example/private/x")
+    rules = RobotsRules("parsed", SHARED_GROUP, 200, 0.0)
+    assert rules.crawl_delay(agent) == 5.0
+    assert rules.allows("https://h.example/public", agent)
+
+
+def test_rules_and_crawl_delay_still_end_the_user_agent_lines():
+    rules = RobotsRules("parsed", SHARED_GROUP, 200, 0.0)
+    assert rules.crawl_delay("gamma") == 2.0 and rules.crawl_delay("delta") is None
+    assert rules.allows("https://h.example/private", "delta")
+
+
+def test_the_group_fix_moves_unknown_lines_and_keeps_everything_else_in_place():
+    from transforms.core.robots import rfc9309_groups
+
+    fixed = rfc9309_groups(SHARED_GROUP)
+    assert sorted(fixed.splitlines()) == sorted(SHARED_GROUP.splitlines())
+    assert fixed.splitlines()[:4] == ["User-agent: alpha", "User-agent: beta",
+                                      "Noindex: /drafts", "Unknown-field: anything"]
+    for plain in ("User-agent: *\nDisallow: /a\nSitemap: https://h.example/s.xml\n",
+                  "User-agent: a\nSitemap: https://h.example/s.xml\nUser-agent: b\n"
+                  "Disallow: /x\n"):
+        assert rfc9309_groups(plain) == plain

@@ -29,11 +29,12 @@ refetched, and that is its recorded outcome.
 
 from __future__ import annotations
 
-import calendar
+import email.utils
 import math
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC
 from typing import Protocol
 
 Headers = Iterable[tuple[str, str]]
@@ -41,16 +42,7 @@ Headers = Iterable[tuple[str, str]]
 # RFC 9111 1.2.2: a delta-seconds value too large to represent is replaced by 2^31.
 MAX_DELTA_SECONDS = 2**31
 
-_MONTHS = {m: i for i, m in enumerate(
-    ("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"), 1)}
-# The three HTTP-date forms recipients must accept (RFC 9110 5.6.7), weekday names not checked.
-_TIME_OF_DAY = r"(\d{1,2}):(\d{2}):(\d{2})(?:\s+(?:GMT|UTC))?$"
-_IMF_FIXDATE = re.compile(  # Sun, 06 Nov 1994 08:49:37 GMT
-    r"^[A-Za-z]+,\s*(\d{1,2})\s+([A-Za-z]{3})\s+(\d{4})\s+" + _TIME_OF_DAY, re.IGNORECASE)
-_RFC850_DATE = re.compile(  # Sunday, 06-Nov-94 08:49:37 GMT
-    r"^[A-Za-z]+,\s*(\d{1,2})-([A-Za-z]{3})-(\d{2}|\d{4})\s+" + _TIME_OF_DAY, re.IGNORECASE)
-_ASCTIME_DATE = re.compile(  # Sun Nov  6 08:49:37 1994
-    r"^[A-Za-z]+\s+([A-Za-z]{3})\s+(\d{1,2})\s+(\d{1,2}):(\d{2}):(\d{2})\s+(\d{4})$")
+_LEAP_SECOND = re.compile(r"(\d{1,2}:\d{2}):60\b")
 _DIRECTIVE = re.compile(r'\s*([^\s=,"]+)\s*(?:=\s*("(?:[^"\\]|\\.)*"|[^,]*))?\s*')
 _DIGITS = re.compile(r"^\d+$")
 
@@ -119,11 +111,12 @@ def _first_header(headers: Headers, name: str) -> str | None:
 
 
 def parse_http_date(value: str | None) -> float | None:
-    """Parses an HTTP-date (RFC 9110 5.6.7) into seconds since the epoch.
+    """Parses an HTTP-date (RFC 9110 5.6.7) into seconds since the epoch, with the standard
+    library's ``email.utils.parsedate_to_datetime``.
 
-    Accepts the three forms recipients must accept: IMF-fixdate, RFC 850 and asctime. A
-    two-digit RFC 850 year is read as 1970-2069 (a fixed pivot, so the result never depends on
-    the clock). A leap second ``:60`` is read as ``:59``.
+    It accepts the three forms recipients must accept (IMF-fixdate, RFC 850, asctime) and reads
+    a two-digit RFC 850 year as 1969-2068; a date without a zone (asctime) is UTC, as HTTP-dates
+    are. A leap second ``:60`` is read as ``:59``.
 
     Args:
         value: The header value, or None.
@@ -131,27 +124,16 @@ def parse_http_date(value: str | None) -> float | None:
     Returns:
         The timestamp, or None when the value is missing or is not a valid HTTP-date.
     """
-    if not value:
+    if not value or not value.strip():
         return None
-    text = value.strip()
-    if m := _IMF_FIXDATE.match(text):
-        day, mon, year, hh, mm, ss = m.groups()
-    elif m := _RFC850_DATE.match(text):
-        day, mon, year, hh, mm, ss = m.groups()
-        if len(year) == 2:
-            year = str((1900 if int(year) >= 70 else 2000) + int(year))
-    elif m := _ASCTIME_DATE.match(text):
-        mon, day, hh, mm, ss, year = m.groups()
-    else:
+    text = _LEAP_SECOND.sub(r"\1:59", value.strip())
+    try:
+        when = email.utils.parsedate_to_datetime(text)
+    except (TypeError, ValueError, IndexError):
         return None
-    month = _MONTHS.get(mon.lower())
-    if month is None:
-        return None
-    fields = (int(year), month, int(day), int(hh), int(mm), min(int(ss), 59))
-    if not (fields[0] >= 1 and 1 <= fields[2] <= calendar.monthrange(fields[0], month)[1]
-            and fields[3] < 24 and fields[4] < 60):
-        return None
-    return float(calendar.timegm((*fields, 0, 0, 0)))
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return when.timestamp()
 
 
 def validators_from_headers(headers: Headers) -> Validators:

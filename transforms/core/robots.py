@@ -23,6 +23,21 @@ case-insensitively, falling back to the ``*`` group, and groups naming the same 
 (2.2.1); the longest matching rule wins and ``Allow`` wins a tie (2.2.2); ``*`` matches any
 sequence of characters and ``$`` anchors the end of the path (2.2.3). It also reads
 ``Crawl-delay`` and ``Sitemap``, which RFC 9309 leaves to crawlers (2.2.4).
+
+One correction before protego parses: in RFC 9309 a group is its user-agent lines followed by
+its rules, and a line the parser does not know does not end the user-agent lines (2.2.4: other
+records are ignored). protego ends them at any such line, so in::
+
+    User-agent: a
+    Noindex: /drafts
+    User-agent: b
+    Disallow: /private
+
+``a`` would get no rule at all. :func:`rfc9309_groups` moves unknown lines after the group's
+last user-agent line, so both agents share the rules that follow. The records protego knows
+keep their meaning: ``Allow``, ``Disallow`` and ``Crawl-delay`` (which, as the crawlers that
+honour it read it, belongs to the agents above it) end the user-agent lines; ``Sitemap`` and
+``Host`` are not group members and end nothing.
 """
 
 from __future__ import annotations
@@ -190,7 +205,40 @@ def is_allowed(robots_txt: str, user_agent: str, url: str) -> bool:
 def _parsed(text: str) -> Protego:
     # Keyed by the text itself: hosts sharing a robots.txt share a parse, and a str caches its
     # hash, so a hit costs one identity comparison for rules that live in one process.
-    return Protego.parse(text)
+    return Protego.parse(rfc9309_groups(text))
+
+
+_FIELD = re.compile(r"^\s*([A-Za-z-]+)\s*:")
+# Records that end a group's user-agent lines; the other records protego knows are global.
+_GROUP_FIELDS = frozenset({"allow", "disallow", "crawl-delay", "request-rate", "visit-time"})
+_GLOBAL_FIELDS = frozenset({"sitemap", "host"})
+
+
+def rfc9309_groups(text: str) -> str:
+    """``text`` with every unknown line that sits between two user-agent lines of a group
+    moved after the group's last user-agent line, so that protego, which ends the group at
+    such a line, reads it as RFC 9309 does (see the module docstring). Everything else stays
+    where it is."""
+    lines = text.splitlines(keepends=True)
+    out: list[str] = []
+    held: list[str] = []  # lines waiting for the end of the current user-agent run
+    in_agents = False
+    for line in lines:
+        match = _FIELD.match(line.split("#", 1)[0])
+        field = match.group(1).lower() if match else None
+        if field == "user-agent":
+            in_agents = True
+            out.append(line)
+        elif field is None or not in_agents or field in _GLOBAL_FIELDS:
+            out.append(line)
+        elif field in _GROUP_FIELDS:
+            out.extend(held)
+            held, in_agents = [], False
+            out.append(line)
+        else:
+            held.append(line if line.endswith(("\n", "\r")) else line + "\n")
+    out.extend(held)
+    return "".join(out)
 
 
 def _decide(parser: Protego, url: str, user_agent: str) -> bool:

@@ -36,10 +36,11 @@ from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import aiohttp
-from aiohappyeyeballs import AddrInfoType
 from aiohttp.abc import AbstractResolver, ResolveResult
 from aiohttp.resolver import DefaultResolver
 
+# One getaddrinfo() result as the connector passes it: (family, type, proto, name, sockaddr).
+AddrInfo = tuple[int, int, int, str, tuple[Any, ...]]
 _LOG = logging.getLogger(__name__)
 
 SSRF_ERROR_KIND = "ssrf_blocked"
@@ -374,7 +375,7 @@ def _address_reason(address: str) -> str | None:
 
 
 def guarded_socket_factory(*, allow_private_networks: bool = False,
-                           ) -> Callable[[AddrInfoType], socket.socket]:
+                           ) -> Callable[[AddrInfo], socket.socket]:
     """A ``TCPConnector(socket_factory=...)`` that refuses sockets to forbidden addresses.
 
     It sees every address aiohttp connects to, IP literals included, so it holds even where a
@@ -387,7 +388,7 @@ def guarded_socket_factory(*, allow_private_networks: bool = False,
         allow_private_networks: when True every socket is created.
     """
 
-    def create(addr_info: AddrInfoType) -> socket.socket:
+    def create(addr_info: AddrInfo) -> socket.socket:
         family, type_, proto, _, address = addr_info
         if not allow_private_networks:
             host = str(address[0])

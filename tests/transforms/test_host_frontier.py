@@ -26,8 +26,8 @@ from transforms.core.records import CrawlRequest
 from transforms.core.url_keys import politeness_key
 from transforms.fetchers.http import FetchConfig
 from transforms.frontier.context import FrontierConfig
-from transforms.frontier.store import MemoryStoreSpec, memory_store
 from transforms.host_frontier import HostFrontier
+from transforms.stores.memory import MemoryStoreSpec, memory_store
 
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
 

@@ -1,0 +1,85 @@
+"""The pipeline's step labels, pinned: Dataflow's ``--update`` matches the steps of a running job
+by label, so renaming one (a composite's label, a DoFn class name Beam puts into a ParDo's
+label) makes the update fail. Change this list only when a change of the graph is meant, and
+say so in the release notes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.pipeline import PipelineVisitor
+
+from pipeline.graph import build_pipeline
+from pipeline.options import CrawlerOptions
+
+STEP_LABELS = [
+    "ReadFrontier",
+    "ReadFrontier/Read",
+    "ReadFrontier/ParDo(_AddMetricsPassThrough)",
+    "ReadFrontier/Map(_from_proto_str)",
+    "Crawl",
+    "Crawl/ReadCrawlRequests",
+    "Crawl/ReadCrawlRequests/DecodeCanonicalizeKey",
+    "Crawl/ReadCrawlRequests/DecodeCanonicalizeKey/ParDo(_DecodeAndKeyFn)",
+    "Crawl/WakePendingKeys",
+    "Crawl/WakePendingKeys/Start",
+    "Crawl/WakePendingKeys/PendingKeys",
+    "Crawl/FrontierInput",
+    "Crawl/HostFrontier",
+    "Crawl/HostFrontier/ScheduleAndFetch",
+    "Crawl/HostFrontier/ScheduleAndFetch/ParDo(_HostFrontierFn)",
+    "Crawl/ExtractLinks",
+    "Crawl/ExtractLinks/ParseHtml",
+    "Crawl/OtherKeysSitemaps",
+    "Crawl/AllDiscoveredRequests",
+    "Crawl/PublishLinks",
+    "Crawl/PublishLinks/PublishThenRelease",
+    "Crawl/PublishLinks/PublishThenRelease/ParDo(_PublishThenReleaseFn)",
+    "Crawl/WriteWarc",
+    "Crawl/WriteWarc/AssignShard",
+    "Crawl/WriteWarc/RollFiles",
+    "Crawl/RecordedMessages",
+    "PageRows",
+    "FetchRows",
+    "AllWebtableRows",
+    "WriteWebtable",
+    "WriteWebtable/MutateRows",
+    "HostRows",
+    "WriteHosts",
+    "WriteHosts/MutateRows",
+    "DeadLetterRows",
+    "WriteDeadLetters",
+    "WriteDeadLetters/MutateRows",
+    "AllRecordedMessages",
+    "Acknowledge",
+    "Acknowledge/AckWholeMessages",
+    "Acknowledge/AckWholeMessages/ParDo(_AckWholeMessagesFn)",
+    "Acknowledge/KeyByAckId",
+    "Acknowledge/CollectParts",
+]
+
+
+def _labels(p: beam.Pipeline) -> list[str]:
+    found: list[str] = []
+
+    class Visitor(PipelineVisitor):
+        def enter_composite_transform(self, node: Any) -> None:
+            if node.full_label:
+                found.append(node.full_label)
+
+        def visit_transform(self, node: Any) -> None:
+            found.append(node.full_label)
+
+    p.visit(Visitor())
+    return found
+
+
+def test_the_production_graph_keeps_its_step_labels():
+    options = CrawlerOptions([
+        "--project=my-project", "--input_subscription=projects/my-project/subscriptions/sub",
+        "--frontier_topic=projects/my-project/topics/frontier", "--warc_prefix=gs://b/warc",
+        "--streaming"])
+    p = beam.Pipeline(options=options)
+    build_pipeline(p, options)
+    assert _labels(p) == STEP_LABELS
