@@ -26,7 +26,8 @@ _SUBSCRIPTION_RE = re.compile(r"^projects/[^/]+/subscriptions/[^/]+$")
 _TOPIC_RE = re.compile(r"^projects/[^/]+/topics/[^/]+$")
 PUBSUB_SOURCES = ("auto", "native", "portable")
 # Flags the Dataflow Flex Template does not expose, and why; every other flag is a template
-# parameter (tests/unit/test_templates.py checks templates/dataflow/metadata.json both ways).
+# parameter (tests/unit/pipeline/test_templates.py checks templates/dataflow/metadata.json both
+# ways).
 NOT_TEMPLATE_PARAMETERS = {
     "max_pages": "local runs only: the local driver stops the job",
     "idle_timeout": "local runs only: the local driver stops the job",

@@ -3,7 +3,7 @@
 ``CrawlerOptions`` declares the flags (for Beam, the Dataflow template and ``--help``); Beam's
 options are read by name at run time, so a misspelt name is only found when that line runs.
 Everything in the pipeline reads the flags from this record instead, whose fields mypy checks,
-and the policy file is loaded once, here. ``tests/unit/test_options.py`` checks that the
+and the policy file is loaded once, here. ``tests/unit/pipeline/test_options.py`` checks that the
 fields and the flags are the same names.
 """
 

@@ -6,7 +6,7 @@ from collections import Counter
 
 import pytest
 
-from tests.unit.frontier_driver import FrontierDriver
+from tests.unit.frontier.driver import FrontierDriver
 from transforms.core.policy import HostPolicy, Policy, PolicyError
 from transforms.core.policy_file import parse_policy
 from transforms.core.records import CrawlRequest

@@ -206,7 +206,7 @@ def test_resolve_href_needs_an_absolute_base_for_relative_links():
 
 def test_resolve_href_fast_paths_agree_with_the_canonicalizers_resolution():
     """One resolver: the fast paths give what the canonicalizer's RFC 3986 resolution gives
-    (tests/unit/test_urls_rfc3986.py checks that one against the RFC's examples)."""
+    (tests/unit/core/test_urls_rfc3986.py checks that one against the RFC's examples)."""
     rng = random.Random(7)
     bases = ["https://a.example/d/e/f.html", "http://b.example:8080", "https://c.example/?q#f",
              "https://d.example/g//h/i?j"]

@@ -8,7 +8,7 @@ import pickle
 
 import pytest
 
-from tests.unit.url_cases import OPTIONS, RFC_BASE, fuzz_cases, param_fuzz_cases, valid_urls
+from tests.unit.core.url_cases import OPTIONS, RFC_BASE, fuzz_cases, param_fuzz_cases, valid_urls
 from transforms.core.url_keys import politeness_key, robots_url, url_fingerprint
 from transforms.core.url_params import ParamFilter
 from transforms.core.urls import (

@@ -28,7 +28,7 @@ from transforms.frontier.state import (
     encode_robots,
 )
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 REQUEST = CrawlRequest("https://a.example/x?y=1", 2, 3, "https://a.example/", attempt=1,
                        kind="sitemap", via="https://a.example/robots.txt", lastmod=1.5e9,
                        revisit="recrawl")

@@ -193,7 +193,7 @@ def test_rejects_bad_parameters(kwargs: dict[str, Any]) -> None:
 
 # -- the state format: versions and parts -------------------------------------------------------
 
-V1_BYTES = (Path(__file__).parent / "data" / "bloom_v1.bin").read_bytes()
+V1_BYTES = (Path(__file__).parents[1] / "data" / "bloom_v1.bin").read_bytes()
 
 
 def test_bytes_written_by_version_1_are_read_by_this_version() -> None:

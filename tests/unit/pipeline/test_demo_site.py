@@ -27,7 +27,7 @@ import pytest
 from pipeline.demo.pages import MIN_PAGES, SiteSpec
 from pipeline.demo.site import DemoSite, find_unused_port, latency_for
 
-REPO_ROOT = Path(__file__).resolve().parents[2]
+REPO_ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

@@ -9,7 +9,7 @@ import logging
 
 import pytest
 
-from tests.unit.frontier_driver import FrontierDriver
+from tests.unit.frontier.driver import FrontierDriver
 from transforms.core.policy import HostPolicy, Policy
 from transforms.core.records import AckToken, CrawlRequest
 from transforms.formats.schema import HOST_FAMILY

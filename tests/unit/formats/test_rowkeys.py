@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.url_cases import fuzz_cases, valid_urls
+from tests.unit.core.url_cases import fuzz_cases, valid_urls
 from transforms.core.url_keys import politeness_key
 from transforms.core.urls import InvalidUrl, canonicalize_url
 from transforms.formats.rowkeys import (

@@ -22,7 +22,7 @@ from google.cloud.dataflow_v1beta3.types import TemplateMetadata
 
 from pipeline.options import NOT_TEMPLATE_PARAMETERS, CrawlerOptions
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 METADATA = ROOT / "templates" / "dataflow" / "metadata.json"
 K8S = ROOT / "templates" / "flink" / "k8s"
 REQUIRED = {"input_subscription", "frontier_topic", "warc_prefix"}

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.unit.url_cases import RFC_BASE
+from tests.unit.core.url_cases import RFC_BASE
 from transforms.core.urls import InvalidUrl, canonicalize_url
 
 UNRESERVED = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~"
