@@ -119,9 +119,7 @@ class _HostFrontierFn(beam.DoFn):
         self._leases_not_started = Metrics.counter(METRICS_NAMESPACE, "leases_not_started")
 
     def teardown(self) -> None:
-        close = getattr(self._store, "close", None)
-        if close is not None:
-            close()
+        self._store.close()
 
     def start_bundle(self) -> None:
         self._bundle = BundleWork()

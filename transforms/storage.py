@@ -37,9 +37,7 @@ class _WriteRowsFn(beam.DoFn):
         self._rows_written = Metrics.counter(METRICS_NAMESPACE, f"rows_written_{self._table}")
 
     def teardown(self) -> None:
-        close = getattr(self._store, "close", None)
-        if close is not None:
-            close()
+        self._store.close()
 
     def start_bundle(self) -> None:
         self._rows: list[Row] = []

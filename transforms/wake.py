@@ -37,9 +37,7 @@ class _PendingKeysFn(beam.DoFn):
         self._woken = Metrics.counter(METRICS_NAMESPACE, "keys_woken")
 
     def teardown(self) -> None:
-        close = getattr(self._store, "close", None)
-        if close is not None:
-            close()
+        self._store.close()
 
     def process(self, _: bytes) -> Iterator[tuple[str, FrontierWork]]:
         keys = self._store.pending_keys()

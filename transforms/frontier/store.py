@@ -150,6 +150,14 @@ class FrontierStore(Protocol):
         """Keys whose hosts row says they have work pending (``h:pending``)."""
         ...
 
+    def write_rows(self, table: str, rows: Iterable[Row]) -> None:
+        """Rows of any table, for the pipeline's sinks (in the order given)."""
+        ...
+
+    def close(self) -> None:
+        """Lets go of what the store holds (a shared store may keep its client)."""
+        ...
+
 
 def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[bytes],
                now: float, scan_limit: int, incarnation: str = "") -> IndexPage:
