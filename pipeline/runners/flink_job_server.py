@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 _LOG = logging.getLogger(__name__)
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 ASSEMBLY_POM = REPO_ROOT / "templates" / "flink" / "jobserver" / "pom.xml"
 DEFAULT_CACHE = REPO_ROOT / ".crawler" / "flink"
 # The published job server Beam 2.77's FlinkRunner defaults to (--flink_version 2.2).

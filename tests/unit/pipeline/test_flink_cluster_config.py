@@ -93,3 +93,10 @@ def test_the_state_file_round_trips_and_a_dead_cluster_is_not_loaded(tmp_path):
     (tmp_path / "flink.json").write_text(json.dumps(cluster.to_json()))
     assert load_cluster(tmp_path) is None  # no such process
     assert stop_cluster(tmp_path) == [] and not (tmp_path / "flink.json").exists()
+
+
+def test_the_job_server_and_the_distribution_are_cached_in_the_repositorys_state_folder():
+    from pipeline.runners.flink_job_server import DEFAULT_CACHE, REPO_ROOT
+
+    assert (REPO_ROOT / "setup.py").is_file() and (REPO_ROOT / "templates").is_dir()
+    assert DEFAULT_CACHE == REPO_ROOT / ".crawler" / "flink"
