@@ -2,6 +2,7 @@
 
     ReadFrontier (Pub/Sub, with attributes: native ReadFromPubSub or the portable PullFromPubSub)
       -> ReadCrawlRequests   decode, canonicalize, key by host          (dead letters -> Bigtable)
+         -> TakeInBatches    client batches, keyed by batch id: record, then URLs to their keys
       WakePendingKeys        at the start of a job: keys with work pending in the tables
       -> HostFrontier        politeness, robots.txt, dedup, leases that fetch; writes its
                              decisions (``queued`` rows, the frontier index) itself
@@ -11,6 +12,9 @@
       -> WriteWarc           pages -> WARC/1.1 files on GCS
       -> webtable rows (pages, unstored fetches) -> Bigtable, then their index entries deleted
       -> host counters -> Bigtable
+      -> TrackBatches        batch URLs' outcomes (once their cells are written), keyed by batch
+                             id: counts, milestones, done, notifications topic and webhooks
+                             (WakeRunningBatches: at the start of a job, the running batches)
       -> Acknowledge         messages whose URLs are recorded (sources that leave it to us)
 
 Step labels are explicit and stable: Dataflow's ``--update`` matches steps by label.
@@ -25,11 +29,16 @@ import apache_beam as beam
 from apache_beam.io.gcp.pubsub import ReadFromPubSub
 
 from pipeline.options import CrawlerOptions
+from pipeline.policy_source import read_text
 from pipeline.settings import CrawlSettings
 from transforms.acks import AcknowledgeMessages
+from transforms.batch_intake import TakeInBatches
+from transforms.batch_progress import ProgressConfig, TrackBatches, secrets_of
+from transforms.core.clients import parse_clients
 from transforms.core.records import Discovered
 from transforms.extract import ExtractLinks
-from transforms.formats.rows import dead_letter_write, fetch_write, host_row, page_write
+from transforms.formats.row_writes import dead_letter_write, fetch_write, page_write
+from transforms.formats.rows import host_row
 from transforms.frontier.store import StoreSpec
 from transforms.host_frontier import HostFrontier
 from transforms.ingest import ReadCrawlRequests
@@ -37,7 +46,7 @@ from transforms.loop import Publish, PublishLinks
 from transforms.pubsub_source import PullFromPubSub
 from transforms.storage import WriteRows
 from transforms.stores.bigtable import BigtableStoreSpec
-from transforms.wake import WakePendingKeys
+from transforms.wake import WakePendingKeys, WakeRunningBatches
 from transforms.warc_io import WriteWarc
 
 
@@ -52,6 +61,7 @@ class CrawlOutputs(NamedTuple):
     discovered: beam.PCollection  # Discovered: links (published to the loop) and their result
     dead_letters: beam.PCollection  # DeadLetter
     acks: beam.PCollection  # AckToken: messages whose URLs the frontier recorded
+    batch_events: beam.PCollection  # (batch id, BatchEvent) decided before a fetch
 
 
 def store_spec(settings: CrawlSettings) -> BigtableStoreSpec:
@@ -78,8 +88,10 @@ class CrawlCore(beam.PTransform):
         frontier_config = crawler.frontier_config()
         ingest = messages | "ReadCrawlRequests" >> ReadCrawlRequests(crawler.policy)
         woken = messages.pipeline | "WakePendingKeys" >> WakePendingKeys(self._store)
+        intake = ingest.batches | "TakeInBatches" >> TakeInBatches(
+            self._store, crawler.batches_table, crawler.policy)
         # Typed keys: the frontier's keyed state needs a deterministic key coder (UTF-8).
-        work = ((ingest.requests, woken)
+        work = ((ingest.requests, woken, intake.requests)
                 | "FrontierInput" >> beam.Flatten().with_output_types(tuple[str, Any]))
         frontier = work | "HostFrontier" >> HostFrontier(frontier_config, self._store)
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
@@ -93,9 +105,24 @@ class CrawlCore(beam.PTransform):
         stored = released.pages | "WriteWarc" >> WriteWarc(
             crawler.warc_prefix, crawler.warc_roll_bytes, crawler.warc_roll_seconds,
             crawler.warc_shards)
-        acks = (frontier.acks, ingest.acks) | "RecordedMessages" >> beam.Flatten()
+        acks = ((frontier.acks, ingest.acks, intake.acks)
+                | "RecordedMessages" >> beam.Flatten())
+        dead_letters = ((ingest.dead_letters, intake.dead_letters)
+                        | "AllDeadLetters" >> beam.Flatten())
+        batch_events = ((frontier.batch_events, intake.events)
+                        | "DecidedBatchUrls" >> beam.Flatten())
         return CrawlOutputs(frontier.fetched, frontier.outcomes, frontier.stats, stored,
-                            released.unstored, discovered, ingest.dead_letters, acks)
+                            released.unstored, discovered, dead_letters, acks, batch_events)
+
+
+def progress_config(settings: CrawlSettings) -> ProgressConfig:
+    """How batches are announced: the notifications topic, the results files, the clients'
+    webhook secrets (``--clients_file``, read here, once)."""
+    clients = (parse_clients(read_text(settings.clients_file)) if settings.clients_file
+               else {})
+    return ProgressConfig(settings.batches_table, settings.notifications_topic or "",
+                          settings.results_prefix(), secrets_of(clients),
+                          settings.allow_private_networks)
 
 
 def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
@@ -112,14 +139,19 @@ def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
         read = PullFromPubSub(crawler.input_subscription, readers=crawler.pubsub_readers)
     messages = p | "ReadFrontier" >> read
     outputs = messages | "Crawl" >> CrawlCore(crawler, store)
-    _ = ((outputs.stored | "PageRows" >> beam.Map(page_write),
+    webtable = ((outputs.stored | "PageRows" >> beam.Map(page_write),
           outputs.unstored | "FetchRows" >> beam.Map(fetch_write))
          | "AllWebtableRows" >> beam.Flatten()
          | "WriteWebtable" >> WriteRows(store, crawler.webtable, webtable=True))
+    running = p | "WakeRunningBatches" >> WakeRunningBatches(store, crawler.batches_table)
+    _ = ((outputs.batch_events, webtable.batch_events, running)
+         | "AllBatchEvents" >> beam.Flatten().with_output_types(tuple[str, Any])
+         | "TrackBatches" >> TrackBatches(progress_config(crawler), store))
     _ = (outputs.stats | "HostRows" >> beam.Map(host_row)
          | "WriteHosts" >> WriteRows(store, crawler.hosts_table))
     letters_recorded = (outputs.dead_letters | "DeadLetterRows" >> beam.Map(dead_letter_write)
-                        | "WriteDeadLetters" >> WriteRows(store, crawler.deadletter_table))
+                        | "WriteDeadLetters" >> WriteRows(store, crawler.deadletter_table)
+                        ).tokens
     _ = ((outputs.acks, letters_recorded) | "AllRecordedMessages" >> beam.Flatten()
          | "Acknowledge" >> AcknowledgeMessages(crawler.input_subscription))
     return outputs

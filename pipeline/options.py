@@ -15,6 +15,7 @@ from pipeline.policy_source import load_policy_file
 from pipeline.settings import CrawlSettings
 from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.formats.schema import (
+    BATCHES_TABLE,
     DEADLETTER_TABLE,
     DEFAULT_INSTANCE,
     FRONTIER_TABLE,
@@ -82,6 +83,19 @@ class CrawlerOptions(PipelineOptions):
         _flag(parser, "deadletter_table", default=DEADLETTER_TABLE,
               help="Bigtable table for messages and URLs that could not be processed "
                    f"(default: {DEADLETTER_TABLE}).")
+        _flag(parser, "batches_table", default=BATCHES_TABLE,
+              help="Bigtable table with one row per client batch: its record, each URL's "
+                   f"outcome and its notifications (default: {BATCHES_TABLE}).")
+        _flag(parser, "notifications_topic", default=None,
+              help="Pub/Sub topic that batch notifications (milestones, done) are published "
+                   "to, e.g. projects/my-project/topics/notifications (default: none).")
+        _flag(parser, "batch_results_prefix", default=None,
+              help="Where each finished batch's results file (JSONL) goes (default: "
+                   "<warc_prefix>/batches).")
+        _flag(parser, "clients_file", default=None,
+              help="Clients file (JSON, local or gs://): each client's API token and webhook "
+                   "signing secret; see transforms/core/clients.py (default: unsigned "
+                   "webhooks).")
         _flag(parser, "warc_prefix", default=None,
               help="Where WARC files go, e.g. gs://my-bucket/warc (a local directory works for "
                    "tests). Required.")
@@ -191,6 +205,9 @@ class CrawlerOptions(PipelineOptions):
         if not s.frontier_topic or not _TOPIC_RE.match(s.frontier_topic):
             raise ValueError("--frontier_topic must look like projects/PROJECT/topics/NAME, "
                              f"got {s.frontier_topic!r}")
+        if s.notifications_topic and not _TOPIC_RE.match(s.notifications_topic):
+            raise ValueError("--notifications_topic must look like projects/PROJECT/topics/"
+                             f"NAME, got {s.notifications_topic!r}")
         if not s.warc_prefix:
             raise ValueError("--warc_prefix is required, e.g. gs://my-bucket/warc")
         if not s.project:

@@ -31,6 +31,10 @@ class CrawlSettings:
     frontier_table: str
     hosts_table: str
     deadletter_table: str
+    batches_table: str
+    notifications_topic: str | None
+    batch_results_prefix: str | None
+    clients_file: str | None
     warc_prefix: str
     warc_roll_bytes: int
     warc_roll_seconds: float
@@ -94,3 +98,10 @@ class CrawlSettings:
             max_seen=self.max_seen_per_host, seen_error_rate=self.seen_error_rate,
             robots_ttl=self.robots_ttl, retry_delay=self.retry_delay,
             robots_agent=product_token(self.crawl_user_agent), fetch=fetch)
+
+    def results_prefix(self) -> str:
+        """Where finished batches' results files go (``--batch_results_prefix``, else a
+        ``batches`` folder under ``--warc_prefix``)."""
+        if self.batch_results_prefix:
+            return self.batch_results_prefix
+        return f"{self.warc_prefix.rstrip('/')}/batches" if self.warc_prefix else ""

@@ -40,7 +40,9 @@ element does not read it from state either.
 
 Outputs: fetch results (main), frontier decisions (``outcomes``), host counters (``stats``),
 requests for other keys (``discovered``: sitemaps named elsewhere) and ``acks``: the Pub/Sub
-acknowledgements whose URLs are now recorded (emitted after the bundle's table writes).
+acknowledgements whose URLs are now recorded (emitted after the bundle's table writes), and
+``batch_events``: (batch id, ``BatchEvent``) for client batch URLs the frontier decided (refused
+at admission, ``fresh``/``cached``), also emitted after the writes that record them.
 """
 
 from __future__ import annotations
@@ -65,7 +67,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
-from transforms.core.records import FrontierWork
+from transforms.core.records import BatchEvent, FrontierWork
 from transforms.fetchers.service import leases_paused, shared_fetch_service
 from transforms.frontier import drain
 from transforms.frontier.cells import FrontierCells
@@ -79,6 +81,7 @@ OUTCOMES_TAG = "outcomes"
 STATS_TAG = "stats"
 DISCOVERED_TAG = "discovered"
 ACKS_TAG = "acks"
+BATCH_EVENTS_TAG = "batch_events"
 
 
 def _work(value: Any) -> FrontierWork:
@@ -123,6 +126,7 @@ class _HostFrontierFn(beam.DoFn):
 
     def start_bundle(self) -> None:
         self._bundle = BundleWork()
+        self._batch_events: list[BatchEvent] = []
 
     def finish_bundle(self) -> Iterator[Any]:
         """Writes the bundle's decisions, then starts its leases and the reads of the tables
@@ -134,6 +138,10 @@ class _HostFrontierFn(beam.DoFn):
         for token in tokens:
             yield beam.pvalue.TaggedOutput(ACKS_TAG,
                                            WindowedValue(token, now, (GlobalWindow(),)))
+        events, self._batch_events = self._batch_events, []
+        for event in events:  # their cells are written: BatchProgress may count them
+            yield beam.pvalue.TaggedOutput(BATCH_EVENTS_TAG, WindowedValue(
+                (event.batch_id, event), now, (GlobalWindow(),)))
 
     # -- the two entry points ----------------------------------------------------------------
 
@@ -189,6 +197,7 @@ class _HostFrontierFn(beam.DoFn):
         self._state_bytes.update(cells.write(key, core, fx))
         self._bundle.writes.extend(fx.writes)
         self._bundle.tokens.extend(fx.tokens)
+        self._batch_events.extend(fx.batch_events)
         self._flush_metrics(core.ctx.counters)
         drain.note_emitted(sum(1 for r in fx.results if r.index_key))
         yield from fx.results
@@ -229,6 +238,7 @@ class FrontierOutputs(NamedTuple):
     stats: beam.PCollection  # HostStats
     discovered: beam.PCollection  # CrawlRequest for other keys (sitemaps named in robots.txt)
     acks: beam.PCollection  # AckToken: messages whose URLs are recorded
+    batch_events: beam.PCollection  # (batch id, BatchEvent): batch URLs decided here
 
 
 class HostFrontier(beam.PTransform):
@@ -243,9 +253,11 @@ class HostFrontier(beam.PTransform):
     def expand(self, keyed_requests: beam.PCollection) -> FrontierOutputs:
         outputs = keyed_requests | "ScheduleAndFetch" >> beam.ParDo(
             _HostFrontierFn(self._config, self._store)).with_outputs(
-                OUTCOMES_TAG, STATS_TAG, DISCOVERED_TAG, ACKS_TAG, main="fetched")
+                OUTCOMES_TAG, STATS_TAG, DISCOVERED_TAG, ACKS_TAG, BATCH_EVENTS_TAG,
+                main="fetched")
         return FrontierOutputs(outputs.fetched, outputs[OUTCOMES_TAG], outputs[STATS_TAG],
-                               outputs[DISCOVERED_TAG], outputs[ACKS_TAG])
+                               outputs[DISCOVERED_TAG], outputs[ACKS_TAG],
+                               outputs[BATCH_EVENTS_TAG])
 
 
 __all__ = ["FrontierOutputs", "FrontierWork", "HostFrontier"]

@@ -2,32 +2,35 @@
 
 Input is a PCollection of ``PubsubMessage`` (the pipeline reads them with attributes); nothing here
 touches Pub/Sub, so tests feed messages with ``beam.Create``. Bad messages and URLs that cannot be
-crawled go to a dead-letter output with their reason; nothing is dropped silently.
+crawled go to a dead-letter output with their reason; nothing is dropped silently. A client batch
+message (``transforms.formats.batch_messages``) goes on whole, keyed by its batch id, to the
+intake (``transforms.batch_intake``), which decides whether it is new.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import time
-from collections import defaultdict
 from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.io.gcp.pubsub import PubsubMessage
 from apache_beam.metrics import Metrics
+from apache_beam.typehints import typehints
 
 from transforms import METRICS_NAMESPACE
+from transforms.core.batches import BatchError
 from transforms.core.policy import DEFAULT_POLICY, Policy
-from transforms.core.records import AckToken, CrawlRequest, DeadLetter
-from transforms.core.sharding import shard_key
-from transforms.core.url_keys import canonical_for_host
-from transforms.core.urls import InvalidUrl
+from transforms.core.records import AckToken, BatchSubmission, DeadLetter
+from transforms.core.url_keys import key_requests
+from transforms.formats.batch_messages import decode_batch, is_batch
 from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_requests, is_heartbeat
 from transforms.host_frontier import FrontierWork
 
 DEAD_LETTER_TAG = "dead_letter"
 ACKS_TAG = "acks"
+BATCHES_TAG = "batches"
 
 
 class _DecodeAndKeyFn(beam.DoFn):
@@ -50,6 +53,7 @@ class _DecodeAndKeyFn(beam.DoFn):
         self._bad_messages = Metrics.counter(METRICS_NAMESPACE, "bad_messages")
         self._invalid = Metrics.counter(METRICS_NAMESPACE, "invalid_urls")
         self._heartbeats = Metrics.counter(METRICS_NAMESPACE, "heartbeats")
+        self._batches = Metrics.counter(METRICS_NAMESPACE, "batch_messages")
 
     def process(self, message: PubsubMessage) -> Iterator[Any]:
         attributes = message.attributes or {}
@@ -61,6 +65,10 @@ class _DecodeAndKeyFn(beam.DoFn):
             return
         self._messages.inc()
         now = time.time()
+        data = bytes(message.data or b"")
+        if is_batch(attributes, data):
+            yield from self._batch(data, ack_id, now)
+            return
         try:
             requests = decode_requests(message.data, attributes)
         except BadMessage as exc:
@@ -69,20 +77,11 @@ class _DecodeAndKeyFn(beam.DoFn):
                 "decode", str(exc), bytes(message.data or b""), now,
                 (AckToken(ack_id, 0, 1),) if ack_id else ()))
             return
-        by_host: dict[str, list[CrawlRequest]] = defaultdict(list)
-        letters: list[DeadLetter] = []
-        for request in requests:
-            self._urls.inc()
-            try:
-                url, key = canonical_for_host(request.url, self._policy)
-            except InvalidUrl as exc:
-                self._invalid.inc()
-                letters.append(DeadLetter("canonicalize", f"{exc.reason}: {exc}",
-                                          request.url.encode("utf-8", "replace"), now))
-                continue
-            if url != request.url:
-                request = dataclasses.replace(request, url=url)
-            by_host[shard_key(key, url, self._policy.for_host(key).shards)].append(request)
+        self._urls.inc(len(requests))
+        by_host, invalid = key_requests(requests, self._policy)
+        self._invalid.inc(len(invalid))
+        letters = [DeadLetter("canonicalize", reason, url.encode("utf-8", "replace"), now)
+                   for url, reason in invalid]
         parts = len(by_host) + (1 if letters else 0)
         for part, (host, host_requests) in enumerate(by_host.items()):
             tokens = (AckToken(ack_id, part, parts),) if ack_id else ()
@@ -96,10 +95,27 @@ class _DecodeAndKeyFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ACKS_TAG, AckToken(ack_id, 0, 1))
 
 
+    def _batch(self, data: bytes, ack_id: str | None, now: float) -> Iterator[Any]:
+        """A client batch message: on to the intake, keyed by batch id (a message that is not
+        a usable batch goes to the dead letters, with the reason)."""
+        token = (AckToken(ack_id, 0, 1),) if ack_id else ()
+        try:
+            spec, urls = decode_batch(data)
+        except (BadMessage, BatchError) as exc:
+            self._bad_messages.inc()
+            yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter(
+                "batch", str(exc), data, now, token))
+            return
+        self._batches.inc()
+        yield beam.pvalue.TaggedOutput(BATCHES_TAG, (spec.batch_id, BatchSubmission(
+            spec, tuple(urls), now, token)))
+
+
 class IngestOutputs(NamedTuple):
     requests: beam.PCollection  # (key, FrontierWork)
     dead_letters: beam.PCollection  # DeadLetter
     acks: beam.PCollection  # AckToken of messages with nothing to record
+    batches: beam.PCollection  # (batch id, BatchSubmission): client batches, for the intake
 
 
 class ReadCrawlRequests(beam.PTransform):
@@ -118,5 +134,10 @@ class ReadCrawlRequests(beam.PTransform):
         # The output type hint gives the keyed state downstream a deterministic key coder (UTF-8).
         outputs = messages | "DecodeCanonicalizeKey" >> beam.ParDo(
             _DecodeAndKeyFn(self._policy)).with_output_types(tuple[str, Any]).with_outputs(
-                DEAD_LETTER_TAG, ACKS_TAG, main="requests")
-        return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG], outputs[ACKS_TAG])
+                DEAD_LETTER_TAG, ACKS_TAG, BATCHES_TAG, main="requests")
+        batches = outputs[BATCHES_TAG]
+        # A tagged output has no type of its own: the intake's keyed state needs a
+        # deterministic key coder (UTF-8 batch ids), as the requests' does.
+        batches.element_type = typehints.Tuple[str, Any]
+        return IngestOutputs(outputs.requests, outputs[DEAD_LETTER_TAG], outputs[ACKS_TAG],
+                             batches)

@@ -6,13 +6,15 @@ whose terminal row did not make it) and the Pub/Sub acknowledgements that waited
 The DoFn buffers a bundle's rows and writes them with the store's blocking ``MutateRows``
 (``transforms.stores.bigtable``; the emulator when ``BIGTABLE_EMULATOR_HOST`` is set), at the
 end of the bundle or every ``flush_rows`` rows, then deletes the index entries and releases the
-acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessages``.
+acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessages``. A client
+batch URL's outcome cells go to the batches table in the same write, and its ``BatchEvent``s
+come out after it (``RowsWritten.batch_events``, keyed by batch id).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
+from typing import Any, NamedTuple
 
 import apache_beam as beam
 from apache_beam.metrics import Metrics
@@ -21,8 +23,10 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
-from transforms.core.records import AckToken
-from transforms.formats.rows import Row, RowWrite
+from transforms.core.records import AckToken, BatchEvent
+from transforms.formats.batch_rows import outcome_rows
+from transforms.formats.row_writes import RowWrite
+from transforms.formats.rows import Row
 from transforms.frontier import drain
 from transforms.frontier.store import StoreBatch, StoreSpec
 
@@ -43,6 +47,7 @@ class _WriteRowsFn(beam.DoFn):
         self._rows: list[Row] = []
         self._deletes: list[str] = []
         self._tokens: list[AckToken] = []
+        self._events: list[BatchEvent] = []
 
     def process(self, write: RowWrite | Row) -> Iterator[AckToken]:
         if isinstance(write, Row):
@@ -51,29 +56,45 @@ class _WriteRowsFn(beam.DoFn):
         if write.index_delete:
             self._deletes.append(write.index_delete)
         self._tokens.extend(write.tokens)
+        self._events.extend(write.events)
         if len(self._rows) >= self._flush_rows:
             yield from self._flush()
 
     def finish_bundle(self) -> Iterator[Any]:
         now = Timestamp.now()
-        for token in self._flush():
-            yield WindowedValue(token, now, (GlobalWindow(),))
+        for element in self._flush():
+            if isinstance(element, beam.pvalue.TaggedOutput):
+                yield beam.pvalue.TaggedOutput(element.tag, WindowedValue(
+                    element.value, now, (GlobalWindow(),)))
+            else:
+                yield WindowedValue(element, now, (GlobalWindow(),))
 
-    def _flush(self) -> list[AckToken]:
+    def _flush(self) -> list[Any]:
         if self._webtable:
-            self._store.write(StoreBatch(rows=self._rows, index_deletes=self._deletes))
+            self._store.write(StoreBatch(rows=self._rows, batch_rows=outcome_rows(self._events),
+                                         index_deletes=self._deletes))
             drain.note_settled(len(self._deletes))
         elif self._rows:
             self._store.write_rows(self._table, self._rows)
         self._rows_written.inc(len(self._rows))
-        tokens = self._tokens
-        self._rows, self._deletes, self._tokens = [], [], []
-        return tokens
+        out: list[Any] = list(self._tokens)
+        out += [beam.pvalue.TaggedOutput(BATCH_EVENTS_TAG, (e.batch_id, e))
+                for e in self._events]
+        self._rows, self._deletes, self._tokens, self._events = [], [], [], []
+        return out
+
+
+BATCH_EVENTS_TAG = "batch_events"
+
+
+class RowsWritten(NamedTuple):
+    tokens: beam.PCollection  # AckToken: what waited for the rows, once they are durable
+    batch_events: beam.PCollection  # (batch id, BatchEvent) of the rows' batch URLs
 
 
 class WriteRows(beam.PTransform):
-    """Writes ``RowWrite``s (or plain rows) to ``table``; outputs the ``AckToken``s they carried,
-    once their rows are durable.
+    """Writes ``RowWrite``s (or plain rows) to ``table``; outputs the ``AckToken``s they carried
+    and their batch events, once their rows are durable.
 
     Args:
         store: where the tables are (``transforms.stores.bigtable.BigtableStoreSpec``).
@@ -88,6 +109,8 @@ class WriteRows(beam.PTransform):
         self._store, self._table, self._webtable = store, table, webtable
         self._flush_rows = flush_rows
 
-    def expand(self, writes: beam.PCollection) -> beam.PCollection:
-        return writes | "MutateRows" >> beam.ParDo(
-            _WriteRowsFn(self._store, self._table, self._webtable, self._flush_rows))
+    def expand(self, writes: beam.PCollection) -> RowsWritten:
+        outputs = writes | "MutateRows" >> beam.ParDo(
+            _WriteRowsFn(self._store, self._table, self._webtable, self._flush_rows)
+        ).with_outputs(BATCH_EVENTS_TAG, main="tokens")
+        return RowsWritten(outputs.tokens, outputs[BATCH_EVENTS_TAG])

@@ -1,4 +1,4 @@
-"""The ``crawler`` command: local stack, seeding, running, inspecting.
+"""The ``crawler`` command: local stack, seeding, running, inspecting, client batches.
 
     crawler local up|down|status     the emulators (Pub/Sub, Bigtable, GCS) on loopback ports
     crawler flink up|down|status     a local Flink session cluster (JobManager + TaskManager)
@@ -10,9 +10,12 @@
     crawler status                   where the crawl stands (URLs by status, quiescence)
     crawler explain URL              why a URL would or would not be crawled
     crawler provision --project P    topics, subscription, Bigtable tables, bucket (idempotent)
+    crawler submit --client C URL... a client batch (at most 10,000 URLs); prints its id
+    crawler batch status ID | ls     a batch's progress by outcome and ETA; the batches
+    crawler api --clients FILE       the batch API over HTTP (bearer token per client)
 
-One module per command group (``local``, ``run``, ``inspect``, ``provision``), each with a
-``register(subparsers)`` that adds its commands and their handlers.
+One module per command group (``local``, ``run``, ``inspect``, ``provision``, ``batches``),
+each with a ``register(subparsers)`` that adds its commands and their handlers.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ import argparse
 import logging
 import sys
 
-from pipeline.cli import inspect, local, provision
+from pipeline.cli import batches, inspect, local, provision
 from pipeline.cli import run as running
 from pipeline.local.stack import LocalStackError
 
@@ -33,7 +36,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: $CRAWLER_HOME or ./.crawler)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (local, running, inspect, provision):
+    for group in (local, running, inspect, provision, batches):
         group.register(sub)
     return parser
 

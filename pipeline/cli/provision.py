@@ -6,7 +6,12 @@ import argparse
 import sys
 from typing import Any
 
-from transforms.formats.schema import DEFAULT_INSTANCE, DEFAULT_SUBSCRIPTION, DEFAULT_TOPIC
+from transforms.formats.schema import (
+    DEFAULT_INSTANCE,
+    DEFAULT_NOTIFICATIONS_TOPIC,
+    DEFAULT_SUBSCRIPTION,
+    DEFAULT_TOPIC,
+)
 
 
 def register(sub: Any) -> None:
@@ -47,6 +52,8 @@ def cmd_provision(args: argparse.Namespace) -> int:
           f"  --project={args.project}\n"
           f"  --input_subscription=projects/{args.project}/subscriptions/{args.subscription}\n"
           f"  --frontier_topic=projects/{args.project}/topics/{args.topic}\n"
+          f"  --notifications_topic=projects/{args.project}/topics/"
+          f"{DEFAULT_NOTIFICATIONS_TOPIC}\n"
           f"  --bigtable_instance={args.instance}\n"
           f"  --warc_prefix=gs://{bucket}/warc")
     return 0

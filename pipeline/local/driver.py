@@ -33,7 +33,7 @@ from google.cloud.bigtable import row_filters
 from pipeline.graph import build_pipeline
 from pipeline.local import pubsub_read as local_pubsub
 from pipeline.local import tuning as local_tuning
-from pipeline.ops.status import host_busy
+from pipeline.ops.status import host_busy, running_batches
 from pipeline.options import CrawlerOptions
 from pipeline.settings import CrawlSettings
 from transforms.core.records import HostStats
@@ -100,6 +100,17 @@ def read_hosts(project: str, instance: str, table: str) -> list[HostRow]:
         values = {k.decode(): v[0].value.decode("utf-8", "replace") for k, v in cells.items()}
         out.append(HostRow(row.row_key.decode(), values))
     return out
+
+
+def _no_running_batches(project: str, instance: str, table: str) -> bool:
+    """No client batch is ``running`` (the pipeline marks a batch done on any runner; an
+    unreadable table counts as none, as before batches existed)."""
+    try:
+        return running_batches(bigtable.Client(project=project, admin=False).instance(instance),
+                               table) == 0
+    except Exception as exc:
+        _LOG.warning("could not read the batches table: %s", exc)
+        return True
 
 
 def totals_of(hosts: list[HostRow], now: float | None = None, horizon: float = 0.0) -> Totals:
@@ -281,7 +292,8 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
             reason = f"reached --max_pages {settings.max_pages}"
             _drain()
             break
-        if totals.hosts and totals.idle and now - last_change >= settings.idle_timeout:
+        if (totals.hosts and totals.idle and now - last_change >= settings.idle_timeout
+                and _no_running_batches(project, instance, settings.batches_table)):
             reason = (f"idle for {settings.idle_timeout:.0f} s (quiescent: nothing queued, nothing "
                       "in flight)")
             break

@@ -150,6 +150,8 @@ class LocalStack:
             "--project": self.project,
             "--input_subscription": f"projects/{self.project}/subscriptions/{self.subscription}",
             "--frontier_topic": f"projects/{self.project}/topics/{self.topic}",
+            "--notifications_topic":
+                f"projects/{self.project}/topics/{schema.DEFAULT_NOTIFICATIONS_TOPIC}",
             "--bigtable_instance": self.instance,
             "--warc_prefix": f"gs://{self.bucket}/warc",
         }

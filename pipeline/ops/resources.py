@@ -247,7 +247,8 @@ def ensure_bucket(project: str, bucket: str, location: str | None = None) -> str
 
 def ensure_all(project: str, instance: str, topic: str, subscription: str, bucket: str, *,
                cluster_zone: str | None = None, cluster_nodes: int = 1,
-               location: str | None = None) -> list[str]:
+               location: str | None = None,
+               notifications_topic: str = schema.DEFAULT_NOTIFICATIONS_TOPIC) -> list[str]:
     """Creates every resource the crawler needs (see the ``ensure_*`` functions); idempotent.
 
     Shared by ``crawler local up`` (against the emulators) and ``crawler provision`` (a real
@@ -262,12 +263,14 @@ def ensure_all(project: str, instance: str, topic: str, subscription: str, bucke
         cluster_zone: Zone of a new Bigtable instance's cluster (a real project needs one).
         cluster_nodes: Nodes of a new Bigtable cluster.
         location: Location of a new bucket.
+        notifications_topic: Topic id of the batch notifications.
 
     Returns:
         What now exists, one line per resource.
     """
     done = [f"topic         {ensure_topic(project, topic)}",
-            f"subscription  {ensure_subscription(project, topic, subscription)}"]
+            f"subscription  {ensure_subscription(project, topic, subscription)}",
+            f"topic         {ensure_topic(project, notifications_topic)}"]
     tables = ensure_bigtable(project, instance, cluster_zone=cluster_zone,
                              cluster_nodes=cluster_nodes)
     done.append(f"bigtable      projects/{project}/instances/{instance}: {', '.join(tables)}")

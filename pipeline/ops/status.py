@@ -11,6 +11,8 @@ no recrawl is due within a horizon. Two views of it, from the same tables:
   ``s:next_fetch`` cells, for ``crawler status``.
 
 The statuses are those of ``transforms.core.status``; batches and exports read the same ones.
+A client batch still ``running`` in the batches table (``m:state``, which the pipeline's
+``TrackBatches`` sets to ``done`` on any runner) also keeps the crawl from being quiescent.
 """
 
 from __future__ import annotations
@@ -20,10 +22,18 @@ import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field
+from typing import Any
 
 from transforms.core import status
+from transforms.core.batches import STATE_RUNNING
 from transforms.formats.rows import from_iso, iso
-from transforms.formats.schema import FETCH_FAMILY, HOST_FAMILY, SCHEDULE_FAMILY
+from transforms.formats.schema import (
+    BATCH_META_FAMILY,
+    BATCHES_TABLE,
+    FETCH_FAMILY,
+    HOST_FAMILY,
+    SCHEDULE_FAMILY,
+)
 
 
 def _number(values: Mapping[str, str], name: str) -> float:
@@ -90,6 +100,7 @@ class CrawlStatus:
     hosts_waiting: int  # pending work later (a scheduled recrawl, a back-off), none now
     hosts_rebuilding: int
     quiescent: bool
+    batches_running: int = 0
 
     def as_dict(self) -> dict[str, object]:
         doc = asdict(self)
@@ -100,7 +111,7 @@ class CrawlStatus:
 
 
 def crawl_status(webtable: WebtableSummary, hosts: Iterable[Mapping[str, str]], now: float,
-                 horizon: float) -> CrawlStatus:
+                 horizon: float, batches_running: int = 0) -> CrawlStatus:
     """Combines the two views (see the module docstring)."""
     active = waiting = rebuilding = total = busy = 0
     for values in hosts:
@@ -113,8 +124,10 @@ def crawl_status(webtable: WebtableSummary, hosts: Iterable[Mapping[str, str]], 
             waiting += 1
         busy += int(host_busy(values, now, horizon))
     pending_urls = sum(n for s, n in webtable.by_status.items() if s in status.PENDING)
-    quiescent = busy == 0 and pending_urls == 0 and webtable.recrawls_due == 0
-    return CrawlStatus(now, horizon, webtable, total, active, waiting, rebuilding, quiescent)
+    quiescent = (busy == 0 and pending_urls == 0 and webtable.recrawls_due == 0
+                 and batches_running == 0)
+    return CrawlStatus(now, horizon, webtable, total, active, waiting, rebuilding, quiescent,
+                       batches_running)
 
 
 def format_status(s: CrawlStatus) -> str:
@@ -130,12 +143,29 @@ def format_status(s: CrawlStatus) -> str:
               f"  recrawls due      {w.recrawls_due} within {s.horizon:.0f} s",
               f"  hosts             {s.hosts} ({s.hosts_active} active, {s.hosts_waiting} "
               f"waiting, {s.hosts_rebuilding} rebuilding)",
+              f"  batches running   {s.batches_running}",
               f"  quiescent         {'yes' if s.quiescent else 'no'}"]
     return "\n".join(lines)
 
 
+def running_batches(instance: Any, table: str = BATCHES_TABLE) -> int:
+    """How many batches the batches table says are ``running`` (one scan of ``m:state``)."""
+    from google.cloud.bigtable import row_filters
+
+    only_state = row_filters.RowFilterChain([
+        row_filters.FamilyNameRegexFilter(f"^{BATCH_META_FAMILY}$"),
+        row_filters.ColumnQualifierRegexFilter(b"^state$"),
+        row_filters.CellsColumnLimitFilter(1)])
+    count = 0
+    for row in instance.table(table).read_rows(filter_=only_state):
+        values = row.cells.get(BATCH_META_FAMILY, {}).get(b"state", [])
+        count += int(bool(values) and values[0].value == STATE_RUNNING.encode())
+    return count
+
+
 def read_status(project: str, instance: str, webtable: str, hosts_table: str,
-                horizon: float, now: float | None = None) -> CrawlStatus:
+                horizon: float, now: float | None = None,
+                batches_table: str = BATCHES_TABLE) -> CrawlStatus:
     """Reads both tables (the Bigtable emulator when ``BIGTABLE_EMULATOR_HOST`` is set)."""
     from google.cloud import bigtable
     from google.cloud.bigtable import row_filters
@@ -161,7 +191,7 @@ def read_status(project: str, instance: str, webtable: str, hosts_table: str,
               for c, v in row.cells.get(HOST_FAMILY, {}).items()}
              for row in instance_.table(hosts_table).read_rows(
                  filter_=row_filters.CellsColumnLimitFilter(1))]
-    return crawl_status(summary, hosts, now, horizon)
+    return crawl_status(summary, hosts, now, horizon, running_batches(instance_, batches_table))
 
 
 def status_json(s: CrawlStatus) -> str:

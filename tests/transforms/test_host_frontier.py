@@ -66,7 +66,7 @@ def test_frontier_dedups_keeps_a_bounded_head_and_obeys_robots(server):
     store = MemoryStoreSpec(f"frontier-test-{uuid.uuid4().hex}")
     with TestPipeline() as p:
         out = p | _stream(host, [first, redelivered]) | HostFrontier(config, store)
-        fetched, outcomes, stats, discovered, acks = (
+        fetched, outcomes, stats, discovered, acks, _ = (
             pcoll | f"Window{i}" >> beam.WindowInto(window.GlobalWindows(),
                                                     trigger=trigger.AfterWatermark(),
                                                     accumulation_mode=trigger.AccumulationMode

@@ -1,7 +1,13 @@
 """The pipeline's step labels, pinned: Dataflow's ``--update`` matches the steps of a running job
 by label, so renaming one (a composite's label, a DoFn class name Beam puts into a ParDo's
 label) makes the update fail. Change this list only when a change of the graph is meant, and
-say so in the release notes."""
+say so in the release notes.
+
+Changed on purpose (client batches, issue 14): new steps ``Crawl/TakeInBatches``,
+``Crawl/AllDeadLetters``, ``Crawl/DecidedBatchUrls``, ``WakeRunningBatches``,
+``AllBatchEvents``, ``TrackBatches``; ``*/MutateRows`` now has a second output (batch events),
+so its ParDo is the nested ``*/MutateRows/ParDo(_WriteRowsFn)``. A running job from before it
+is replaced (drain, then launch), not ``--update``d."""
 
 from __future__ import annotations
 
@@ -25,6 +31,9 @@ STEP_LABELS = [
     "Crawl/WakePendingKeys",
     "Crawl/WakePendingKeys/Start",
     "Crawl/WakePendingKeys/PendingKeys",
+    "Crawl/TakeInBatches",
+    "Crawl/TakeInBatches/RecordBatches",
+    "Crawl/TakeInBatches/RecordBatches/ParDo(_IntakeFn)",
     "Crawl/FrontierInput",
     "Crawl/HostFrontier",
     "Crawl/HostFrontier/ScheduleAndFetch",
@@ -40,17 +49,28 @@ STEP_LABELS = [
     "Crawl/WriteWarc/AssignShard",
     "Crawl/WriteWarc/RollFiles",
     "Crawl/RecordedMessages",
+    "Crawl/AllDeadLetters",
+    "Crawl/DecidedBatchUrls",
     "PageRows",
     "FetchRows",
     "AllWebtableRows",
     "WriteWebtable",
     "WriteWebtable/MutateRows",
+    "WriteWebtable/MutateRows/ParDo(_WriteRowsFn)",
+    "WakeRunningBatches",
+    "WakeRunningBatches/Start",
+    "WakeRunningBatches/RunningBatches",
+    "AllBatchEvents",
+    "TrackBatches",
+    "TrackBatches/CountAndAnnounce",
     "HostRows",
     "WriteHosts",
     "WriteHosts/MutateRows",
+    "WriteHosts/MutateRows/ParDo(_WriteRowsFn)",
     "DeadLetterRows",
     "WriteDeadLetters",
     "WriteDeadLetters/MutateRows",
+    "WriteDeadLetters/MutateRows/ParDo(_WriteRowsFn)",
     "AllRecordedMessages",
     "Acknowledge",
     "Acknowledge/AckWholeMessages",

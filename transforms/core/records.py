@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from transforms.core import status
+from transforms.core.batches import BatchSpec
 from transforms.core.recrawl import FetchHistory, Validators
 
 # Statuses recorded in the webtable's ``f:outcome`` cell; ``transforms.core.status`` has the
@@ -63,6 +64,12 @@ class CrawlRequest:
         revisit: ``""`` for a URL the frontier has not fetched yet, else why a known URL is
             visited again (``REVISITS``); the lease decides from the URL's row whether to fetch
             it (conditionally), answer ``fresh`` or drop it.
+        batches: the client batches that asked for this URL (``transforms.core.batches``);
+            each gets the URL's terminal outcome. Empty for discovered links and plain seeds.
+        client: the client of those batches ("" for the crawl's own work): its fair share of
+            the host's queue.
+        cache_hours: a batch's cache time: a URL fetched successfully less than this long ago
+            is answered ``cached`` from its row; None: the response's own freshness decides.
     """
 
     url: str
@@ -75,6 +82,15 @@ class CrawlRequest:
     via: str | None = None
     lastmod: float | None = None
     revisit: str = ""
+    batches: tuple[str, ...] = ()
+    client: str = ""
+    cache_hours: float | None = None
+
+    def crawl_only(self) -> CrawlRequest:
+        """The request without its client batches (a recrawl or retry the crawl owns)."""
+        if not (self.batches or self.client or self.cache_hours is not None):
+            return self
+        return dataclasses.replace(self, batches=(), client="", cache_hours=None)
 
 
 @dataclass(frozen=True)
@@ -125,6 +141,38 @@ class UrlOutcome:
     outcome: str
     at: float
     detail: str = ""
+
+
+class BatchEvent(NamedTuple):
+    """One batch URL's terminal outcome, emitted once its cells are durable (the URL's row and
+    the batch's ``u:<url>`` cell); ``transforms.batch_progress`` counts it."""
+
+    batch_id: str
+    url: str
+    outcome: str
+    at: float
+    http_status: int | None = None
+    fetched_at: float | None = None
+    warc_file: str | None = None
+    warc_offset: int | None = None
+    detail: str = ""
+
+
+class BatchWake(NamedTuple):
+    """Asks a batch's progress key to read its row again (``transforms.wake``: a new job)."""
+
+    reason: str = "job start"
+
+
+@dataclass(frozen=True)
+class BatchSubmission:
+    """A client batch message as read: its spec, the URLs as sent, when it was read, and the
+    acknowledgement that waits until the intake has recorded it."""
+
+    spec: BatchSpec
+    urls: tuple[str, ...]
+    received_at: float
+    tokens: tuple[AckToken, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -248,6 +296,7 @@ class UrlRecord:
         interval: ``s:recrawl_interval``, seconds.
         checksum, etag, last_modified: of the last response.
         length: ``f:length`` of the last response.
+        http_status: ``f:status``, the last response's HTTP status (None without one).
     """
 
     url: str
@@ -261,6 +310,7 @@ class UrlRecord:
     etag: str | None = None
     last_modified: str | None = None
     length: int = 0
+    http_status: int | None = None
 
     def history(self) -> FetchHistory | None:
         """The fetch history the recrawl logic needs, or None if the URL never had a response."""

@@ -7,10 +7,14 @@ no parameter removed or reordered), so every spelling of a URL gets the same key
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
+from collections import defaultdict
 
 from transforms.core.policy import SUPPORTED_SCHEMES, Policy
-from transforms.core.urls import canonicalize_url, unparse, url_parts
+from transforms.core.records import CrawlRequest
+from transforms.core.sharding import shard_key
+from transforms.core.urls import InvalidUrl, canonicalize_url, unparse, url_parts
 
 
 def politeness_key(url: str) -> str:
@@ -66,3 +70,21 @@ def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
     hp = policy.for_host(key)
     return canonicalize_url(plain, allowed_schemes=SUPPORTED_SCHEMES,
                             remove_params=hp.remove_params, sort_query=hp.sort_query), key
+
+
+def key_requests(requests: list[CrawlRequest], policy: Policy
+                 ) -> tuple[dict[str, list[CrawlRequest]], list[tuple[str, str]]]:
+    """Canonicalizes requests with their host's policy and groups them by frontier key (the
+    host, or ``host#shard``); returns the groups and the URLs refused, with the reason."""
+    by_key: dict[str, list[CrawlRequest]] = defaultdict(list)
+    invalid: list[tuple[str, str]] = []
+    for request in requests:
+        try:
+            url, key = canonical_for_host(request.url, policy)
+        except InvalidUrl as exc:
+            invalid.append((request.url, f"{exc.reason}: {exc}"))
+            continue
+        if url != request.url:
+            request = dataclasses.replace(request, url=url)
+        by_key[shard_key(key, url, policy.for_host(key).shards)].append(request)
+    return by_key, invalid

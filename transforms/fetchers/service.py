@@ -105,7 +105,8 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
     return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
                         tuple(gate.starts), gate.last_end, time.time(),
                         skipped=plan.skipped if plan else (), fresh=plan.fresh if plan else (),
-                        records=tuple(records.items()))
+                        records=tuple(records.items()),
+                        deferred=plan.deferred if plan else ())
 
 
 class FetchService:

@@ -8,8 +8,11 @@ group by host), as JSON::
 
 Optional item fields: ``attempt``, ``kind`` (``sitemap`` or ``sitemap_child`` for sitemap
 fetches; absent for pages), ``via`` (the robots.txt that named a sitemap), ``lastmod`` (a
-sitemap's lastmod of the URL, seconds since the epoch) and ``revisit`` (internal: why the
-frontier visits a known URL again; the frontier index stores requests in this format too).
+sitemap's lastmod of the URL, seconds since the epoch), ``revisit`` (internal: why the
+frontier visits a known URL again; the frontier index stores requests in this format too), and
+for a client batch's URLs ``batches`` (batch ids), ``client`` and ``cache_hours``.
+
+A client batch is one message of its own, ``transforms.formats.batch_messages``.
 
 with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
 client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
@@ -50,6 +53,12 @@ def request_to_item(r: CrawlRequest) -> dict[str, object]:
         item["lastmod"] = r.lastmod
     if r.revisit:
         item["revisit"] = r.revisit
+    if r.batches:
+        item["batches"] = list(r.batches)
+    if r.client:
+        item["client"] = r.client
+    if r.cache_hours is not None:
+        item["cache_hours"] = r.cache_hours
     return item
 
 
@@ -69,6 +78,9 @@ def request_from_item(item: Mapping[str, object]) -> CrawlRequest:
     if revisit and revisit not in REVISITS:
         raise BadMessage(f"unknown revisit {revisit!r}")
     lastmod, source, via = item.get("lastmod"), item.get("from"), item.get("via")
+    batches, cache = item.get("batches", []), item.get("cache_hours")
+    if not isinstance(batches, list) or not all(isinstance(b, str) for b in batches):
+        raise BadMessage('"batches" must be a list of batch ids')
     try:
         return CrawlRequest(url=url, depth=_integer(item.get("depth", 0)),
                             priority=_integer(item.get("priority", 0)),
@@ -76,7 +88,9 @@ def request_from_item(item: Mapping[str, object]) -> CrawlRequest:
                             attempt=_integer(item.get("attempt", 0)),
                             kind=str(kind), via=None if via is None else str(via),
                             lastmod=None if lastmod is None else float(str(lastmod)),
-                            revisit=str(revisit))
+                            revisit=str(revisit), batches=tuple(batches),
+                            client=str(item.get("client", "")),
+                            cache_hours=None if cache is None else float(str(cache)))
     except (TypeError, ValueError) as exc:
         raise BadMessage(str(exc)) from exc
 

@@ -16,7 +16,6 @@ from typing import NamedTuple
 from transforms.core.content import header
 from transforms.core.records import (
     OUTCOME_FETCHED,
-    AckToken,
     DeadLetter,
     FetchResult,
     HostStats,
@@ -202,13 +201,14 @@ def url_record(key: str, cells: Cells) -> UrlRecord | None:
     except InvalidUrl:
         return None
     f, s = cells.get(FETCH_FAMILY, {}), cells.get(SCHEDULE_FAMILY, {})
-    length = _number(f.get("length"))
+    length, http_status = _number(f.get("length")), _number(f.get("status"))
     return UrlRecord(url=url, status=f.get("outcome"), key=s.get("host"),
                      accepted="first_seen" in s, fetched_at=from_iso(f.get("fetched_at")),
                      next_fetch_at=from_iso(s.get("next_fetch")),
                      interval=_number(s.get("recrawl_interval")), checksum=f.get("checksum"),
                      etag=f.get("etag"), last_modified=f.get("last_modified"),
-                     length=int(length) if length else 0)
+                     length=int(length) if length else 0,
+                     http_status=int(http_status) if http_status else None)
 
 
 ROBOTS_COLUMNS = ("robots_mode", "robots_http_status", "robots_fetched_at", "robots_error",
@@ -238,25 +238,3 @@ def pending_host_row(key: str, pending: bool, at: float) -> Row:
     """The hosts-table cell saying whether a key has work pending (a new job wakes it)."""
     return Row(key, {HOST_FAMILY: {PENDING_COLUMN: "1" if pending else "0"}}, at)
 
-
-# -- writes: a row, the index entry it settles, and what waits for it --------------------------
-
-
-class RowWrite(NamedTuple):
-    """A row to write, the index entry to delete after it, and what waits for it."""
-
-    row: Row
-    index_delete: str | None = None
-    tokens: tuple[AckToken, ...] = ()
-
-
-def page_write(stored: StoredPage) -> RowWrite:
-    return RowWrite(stored_page_row(stored), stored.page.fetch.index_key)
-
-
-def fetch_write(result: FetchResult) -> RowWrite:
-    return RowWrite(unstored_result_row(result), result.index_key)
-
-
-def dead_letter_write(letter: DeadLetter) -> RowWrite:
-    return RowWrite(dead_letter_row(letter), None, letter.tokens)

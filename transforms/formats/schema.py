@@ -23,12 +23,15 @@ WEBTABLE = "webtable"
 HOSTS_TABLE = "hosts"
 DEADLETTER_TABLE = "deadletter"
 FRONTIER_TABLE = "frontier"
+BATCHES_TABLE = "batches"
 
 # webtable: one row per URL, row key = reversed-host URL (see transforms.formats.rowkeys.row_key).
 FETCH_FAMILY = "f"
 CONTENT_FAMILY = "c"
 PARSE_FAMILY = "p"
 SCHEDULE_FAMILY = "s"
+# ``b:<batch id>`` = the URL's outcome for that client batch (the batches that asked for it).
+URL_BATCH_FAMILY = "b"
 # hosts: one row per frontier key: cumulative counters written at every lease end, the last
 # robots.txt verdict (robots_* columns, written when it changes) and whether the key has work
 # pending (``pending``: "1" or "0", written when it changes; a new job wakes the "1" keys).
@@ -36,6 +39,12 @@ HOST_FAMILY = "h"
 PENDING_COLUMN = "pending"
 # frontier: the index of pending work, one row per entry (transforms.formats.index).
 INDEX_FAMILY = "q"
+# batches: one row per client batch (row key = batch id; transforms.formats.batch_rows):
+# ``m`` the record (client, sizes, options, state), ``u:<url>`` each URL's outcome (JSON),
+# ``n`` the notifications sent and every webhook attempt.
+BATCH_META_FAMILY = "m"
+BATCH_URL_FAMILY = "u"
+BATCH_NOTIFY_FAMILY = "n"
 # deadletter: one row per element that could not be processed.
 DEADLETTER_FAMILY = "d"
 
@@ -48,12 +57,21 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(SCHEDULE_FAMILY, max_versions=1,
                doc="depth, discovered_from, priority, first_seen, host, next_fetch, "
                    "recrawl_interval"),
+        Family(URL_BATCH_FAMILY, max_versions=1, doc="<batch id>: the URL's outcome for it"),
     ),
     HOSTS_TABLE: (
         Family(HOST_FAMILY, max_versions=1, doc="per-host counters and politeness state"),
     ),
     DEADLETTER_TABLE: (
         Family(DEADLETTER_FAMILY, max_age_days=30, doc="stage, reason, payload"),
+    ),
+    BATCHES_TABLE: (
+        Family(BATCH_META_FAMILY, max_versions=1,
+               doc="client, submitted_at, sent, total, priority, cache_hours, notify, state, "
+                   "done_at, outcomes"),
+        Family(BATCH_URL_FAMILY, max_versions=1, doc="<url>: the URL's outcome (JSON)"),
+        Family(BATCH_NOTIFY_FAMILY, max_versions=1,
+               doc="sent:<transition>, attempt:<transition>:<n> (JSON)"),
     ),
     FRONTIER_TABLE: (
         Family(INDEX_FAMILY, max_versions=1,
@@ -65,5 +83,6 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
 DEFAULT_PROJECT = "local-crawler"
 DEFAULT_INSTANCE = "crawler"
 DEFAULT_TOPIC = "frontier"
+DEFAULT_NOTIFICATIONS_TOPIC = "notifications"  # batch milestones and completions
 DEFAULT_SUBSCRIPTION = "frontier-crawler"
 DEFAULT_BUCKET = "crawler-local"

@@ -18,12 +18,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from transforms.core import schedule
+from transforms.core.batches import fair_ranks, flow_of
 from transforms.core.bloom import ScalableBloomFilter
 from transforms.core.policy import DEFAULT_POLICY, HostPolicy, Policy
-from transforms.core.records import AckToken, CrawlRequest, FetchResult, UrlOutcome
+from transforms.core.records import (
+    TERMINAL_OUTCOMES,
+    AckToken,
+    BatchEvent,
+    CrawlRequest,
+    FetchResult,
+    UrlOutcome,
+)
 from transforms.core.robots import RobotsRules, product_token
 from transforms.core.sharding import host_of_key, shard_budget
 from transforms.core.url_keys import url_fingerprint
+from transforms.formats.batch_rows import events_for, outcome_rows, with_batch_cells
 from transforms.formats.index import IndexEntry, index_row_key
 from transforms.formats.rows import outcome_row
 from transforms.frontier.leases import FetchConfig, Lease
@@ -101,6 +110,7 @@ class Effects:
     io: IoRequest | None = None
     wakes: list[float] = field(default_factory=list)
     tokens: list[AckToken] = field(default_factory=list)
+    batch_events: list[BatchEvent] = field(default_factory=list)  # out once written
     arrivals: list[HeadEntry] = field(default_factory=list)
     inbox: list[InboxBatch] = field(default_factory=list)
     clear_inbox: bool = False
@@ -230,8 +240,25 @@ class HostContext:
         return None
 
     def rank(self, request: CrawlRequest, eligible_at: float) -> float:
+        """A request's place in the key's queue: a client batch's URL by its batch's fair
+        share (``transforms.core.batches.fair_ranks``: batches alternate, a client's batches
+        share one client's turn), any other by ``schedule.queue_rank``."""
+        if request.client and request.batches:
+            return self._fair_rank(request, eligible_at)
         return schedule.queue_rank(request.priority + self.policy.priority_boost, request.depth,
                                    eligible_at, schedule.AGING_SECONDS)
+
+    def _fair_rank(self, request: CrawlRequest, eligible_at: float) -> float:
+        hs = self.state
+        present = (hs.vclock if hs.vclock is not None
+                   else schedule.queue_rank(0, 0, eligible_at, schedule.AGING_SECONDS))
+        for flow in [f for f, tag in hs.flow_tags.items() if tag <= present]:
+            del hs.flow_tags[flow]  # served to its end: the batch starts afresh if it returns
+        flow = flow_of(request.client, request.batches[0])
+        prefix = request.client + "/"
+        share = 1 + sum(1 for f in hs.flow_tags if f.startswith(prefix) and f != flow)
+        ranks, hs.flow_tags[flow] = fair_ranks(1, flow, hs.flow_tags, present, share)
+        return ranks[0]
 
     def entry_key(self, entry: HeadEntry) -> str:
         return index_row_key(self.state.host, entry.rank, entry.request.url, entry.seq)
@@ -250,12 +277,21 @@ class HostContext:
         self.state.count(name, n)
         self.counters[counter or name] += n
 
-    def outcome(self, request: CrawlRequest, outcome: str, now: float,
-                detail: str = "") -> UrlOutcome:
-        """Records a frontier decision: its row goes with this step's writes."""
+    def outcome(self, request: CrawlRequest, outcome: str, now: float, detail: str = "", *,
+                http_status: int | None = None, fetched_at: float | None = None) -> UrlOutcome:
+        """Records a frontier decision: its row goes with this step's writes, and for a client
+        batch's URL with a terminal status, the batch's outcome cells and events (the response
+        a ``fresh`` answer stands on: ``http_status``, ``fetched_at``)."""
         decided = UrlOutcome(request, self.state.host, outcome, now, detail)
         self.effects.outcomes.append(decided)
-        self.effects.writes.rows.append(outcome_row(decided))
+        row = outcome_row(decided)
+        if request.batches and outcome in TERMINAL_OUTCOMES:
+            events = events_for(request, outcome, now, detail=detail, http_status=http_status,
+                                fetched_at=fetched_at)
+            row = with_batch_cells(row, events)
+            self.effects.writes.batch_rows.extend(outcome_rows(events))
+            self.effects.batch_events.extend(events)
+        self.effects.writes.rows.append(row)
         return decided
 
     def fingerprints_in_flight(self) -> frozenset[bytes]:

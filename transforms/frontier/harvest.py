@@ -29,6 +29,7 @@ from transforms.core.records import (
     OUTCOME_FRESH,
     OUTCOME_RETRY,
     REVISIT_RECRAWL,
+    CrawlRequest,
     FetchResult,
 )
 from transforms.core.robots import has_content, rule_count, rules_from_response
@@ -68,19 +69,22 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
         hs.last_error = f"rows unreadable: {outcome.verify_error}"[:200]
     fx = ctx.effects
     for request, why in outcome.skipped:
-        entry = entry_of_lease(lease.entries, request.url)
+        entry = entry_of_request(lease.entries, request)
         if entry is not None:
             fx.writes.index_deletes.append(ctx.entry_key(entry))
         ctx.counters["lease_skipped_done"] += 1
         _LOG.debug("not fetched again", extra={"url": request.url, "why": why})
     for request, record in outcome.fresh:
-        entry = entry_of_lease(lease.entries, request.url)
+        entry = entry_of_request(lease.entries, request)
         ctx.count("fresh", counter="urls_fresh")
         ctx.outcome(request, OUTCOME_FRESH, now,
                     f"fetched {iso_time(record.fetched_at or 0.0)}, next fetch "
-                    f"{iso_time(record.next_fetch_at or 0.0)}")
+                    f"{iso_time(record.next_fetch_at or 0.0)}",
+                    http_status=record.http_status, fetched_at=record.fetched_at)
         if entry is not None:
             fx.writes.index_deletes.append(ctx.entry_key(entry))
+    for request in outcome.deferred:
+        _defer(ctx, request, entry_of_request(lease.entries, request), now)
     retries: list[HeadEntry] = []
     for result in outcome.results:
         entry = entry_of_lease(lease.entries, result.request.url)
@@ -98,6 +102,22 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
                              hs.backoff.slow_until)
 
 
+DEFER_SECONDS = 5.0  # a batch revisit of a URL still pending asks again this much later
+
+
+def _defer(ctx: HostContext, request: CrawlRequest, entry: HeadEntry | None,
+           now: float) -> None:
+    """A batch's revisit of a URL whose first entry has not fetched it yet: its entry moves
+    ``DEFER_SECONDS`` later (the URL is fetched once; the batch then gets the row's answer)."""
+    fx = ctx.effects
+    if entry is not None:
+        fx.writes.index_deletes.append(ctx.entry_key(entry))
+    due = now + DEFER_SECONDS
+    fx.writes.index_puts.append(ctx.index_entry(request, due))
+    ctx.state.next_eligible_at = _earliest(ctx.state.next_eligible_at, due)
+    ctx.counters["batch_revisits_deferred"] += 1
+
+
 def note_passed_during_refill(ctx: HostContext, entries: tuple[HeadEntry, ...]) -> None:
     """Remembers a harvested lease's URLs on the refill read in flight, if any: the read may
     have returned their entries before they were held (``frontier_state.IoJob``)."""
@@ -107,6 +127,16 @@ def note_passed_during_refill(ctx: HostContext, entries: tuple[HeadEntry, ...]) 
     job.passed.extend(url_fingerprint(e.request.url).hex() for e in entries)
     if len(job.passed) > REFILL_PASSED_CAP:
         job.passed, job.stale = [], True
+
+
+def entry_of_request(entries: tuple[HeadEntry, ...], request: CrawlRequest
+                     ) -> HeadEntry | None:
+    """The lease entry of ``request`` itself: a lease may hold a URL twice (its first entry
+    and a client batch's revisit of it), which the URL alone does not tell apart."""
+    for entry in entries:
+        if entry.request == request:
+            return entry
+    return entry_of_lease(entries, request.url)
 
 
 def entry_of_lease(entries: tuple[HeadEntry, ...], url: str) -> HeadEntry | None:
@@ -172,8 +202,8 @@ def _schedule_next(ctx: HostContext, result: FetchResult, entry: HeadEntry | Non
         held = ctx.index_entry(entry.request, now, same_as=entry)
         ctx.effects.writes.index_puts.append(dataclasses.replace(
             held, held_by=ctx.state.incarnation, held_until=now + ctx.config.hold_seconds))
-    base = dataclasses.replace(result.request, attempt=0, conditional=(), lastmod=None,
-                               revisit=REVISIT_RECRAWL)
+    base = dataclasses.replace(result.request.crawl_only(), attempt=0, conditional=(),
+                               lastmod=None, revisit=REVISIT_RECRAWL)
     if result.status is None:
         if previous is None:
             return dataclasses.replace(result, index_key=index_key)

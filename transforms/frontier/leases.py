@@ -12,7 +12,13 @@ checkpoint or a replay) and :func:`plan_lease` decides per URL:
   conditional GET with the stored validators; a seed submitted again is ``fresh`` before its
   ``s:next_fetch`` and fetched after; a sitemap entry is fetched only if its ``lastmod`` is
   after the last fetch; a revisit of a URL that is still pending is skipped (its first entry
-  fetches it);
+  fetches it), unless a client batch asked for it: then it is *deferred*, to be answered from
+  the row once the first entry has fetched the URL;
+* a client batch's URL (``CrawlRequest.batches``) with a successful response younger than the
+  batch's cache time (``cache_hours``; without one, the response's own freshness, its
+  ``s:next_fetch``) is ``fresh`` (the batch's ``cached``); an error, a 4xx/5xx or a
+  robots-blocked URL has no cache time: a new batch tries it again (robots.txt is checked again
+  when the lease is made);
 * everything else is fetched.
 """
 
@@ -101,6 +107,7 @@ class LeaseOutcome:
         fresh: resubmitted URLs answered ``fresh`` from their row.
         records: the rows read for the lease's URLs (their fetch history), by URL.
         verify_error: why the rows could not be read ("" when they were).
+        deferred: batch revisits of URLs still pending, answered once those are fetched.
     """
 
     lease_id: str
@@ -114,6 +121,7 @@ class LeaseOutcome:
     fresh: tuple[tuple[CrawlRequest, UrlRecord], ...] = ()
     records: tuple[tuple[str, UrlRecord], ...] = ()
     verify_error: str = ""
+    deferred: tuple[CrawlRequest, ...] = ()
 
     @property
     def last_start(self) -> float | None:
@@ -133,6 +141,7 @@ class LeasePlan:
     fetch: tuple[CrawlRequest, ...]
     skipped: tuple[tuple[CrawlRequest, str], ...]
     fresh: tuple[tuple[CrawlRequest, UrlRecord], ...]
+    deferred: tuple[CrawlRequest, ...] = ()
 
 
 def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord],
@@ -142,6 +151,7 @@ def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord
     fetch: list[CrawlRequest] = []
     skipped: list[tuple[CrawlRequest, str]] = []
     fresh: list[tuple[CrawlRequest, UrlRecord]] = []
+    deferred: list[CrawlRequest] = []
     for request in requests:
         record = records.get(request.url)
         current = record.status if record is not None else None
@@ -155,7 +165,16 @@ def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord
             fetch.append(request)  # a revisit of a URL without a row: fetch it as new
             continue
         if status.is_pending(current):
-            skipped.append((request, f"revisit of a URL still {current}"))
+            if request.batches:
+                deferred.append(request)
+            else:
+                skipped.append((request, f"revisit of a URL still {current}"))
+            continue
+        if request.batches:
+            if cached_for_batch(record, request.cache_hours, now):
+                fresh.append((request, record))
+            else:
+                fetch.append(_conditional(request, record))
             continue
         if request.revisit == REVISIT_RESUBMIT and (record.next_fetch_at is not None
                                                     and now < record.next_fetch_at):
@@ -166,7 +185,24 @@ def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord
             skipped.append((request, "sitemap lastmod is not after the last fetch"))
             continue
         fetch.append(_conditional(request, record))
-    return LeasePlan(tuple(fetch), tuple(skipped), tuple(fresh))
+    return LeasePlan(tuple(fetch), tuple(skipped), tuple(fresh), tuple(deferred))
+
+
+CACHEABLE = frozenset({status.FETCHED, status.NOT_MODIFIED, status.NOT_STORED, status.REDIRECT,
+                       status.FRESH})
+
+
+def cached_for_batch(record: UrlRecord, cache_hours: float | None, now: float) -> bool:
+    """Whether a batch is answered from ``record`` without a request: a successful response
+    (2xx/3xx) younger than ``cache_hours``, or, without one, still fresh by its own caching
+    headers (``s:next_fetch``)."""
+    if record.status not in CACHEABLE or record.fetched_at is None:
+        return False
+    if record.http_status is not None and record.http_status >= 400:
+        return False
+    if cache_hours is not None:
+        return now - record.fetched_at < cache_hours * 3600.0
+    return record.next_fetch_at is not None and now < record.next_fetch_at
 
 
 def _conditional(request: CrawlRequest, record: UrlRecord) -> CrawlRequest:

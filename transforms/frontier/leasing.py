@@ -16,6 +16,7 @@ Called from the key's timer once its lease (if any) is harvested. In this order:
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 
 from transforms.core import schedule
@@ -44,12 +45,47 @@ def merge_arrivals(ctx: HostContext, arrivals: list[HeadEntry]) -> None:
     ctx.arrivals_merged = True
     if not arrivals:
         return
+    arrivals = _join_batches(ctx, arrivals)
     head, dropped = merge_head(ctx.head, arrivals, ctx.config.head_size)
     ctx.set_head(head)
     if dropped:
         hs.spilled += dropped
         hs.index_exhausted = False
         ctx.counters["urls_spilled"] += dropped
+
+
+def _join_batches(ctx: HostContext, arrivals: list[HeadEntry]) -> list[HeadEntry]:
+    """A client batch's revisit of a URL whose entry is in the head already (or arrives with
+    it) joins that entry (its ``batches`` grow; the entry is written again and the revisit's
+    deleted), so the URL is fetched once and its outcome goes to every batch that asked for
+    it. The head keeps one entry per URL; without this the revisit would wait in the index
+    for no one."""
+    head = ctx.head
+    in_head = {e.request.url: i for i, e in enumerate(head)}
+    rest: list[HeadEntry] = []
+    in_rest: dict[str, int] = {}
+    joined = False
+    for entry in arrivals:
+        url = entry.request.url
+        where = (head, in_head[url]) if url in in_head else (
+            (rest, in_rest[url]) if url in in_rest else None)
+        if where is None or not (entry.request.batches and entry.request.revisit):
+            in_rest.setdefault(url, len(rest))
+            rest.append(entry)
+            continue
+        entries, i = where
+        first = entries[i]
+        batches = tuple(dict.fromkeys(first.request.batches + entry.request.batches))
+        merged = dataclasses.replace(first.request, batches=batches,
+                                     client=first.request.client or entry.request.client)
+        entries[i] = first._replace(request=merged)
+        ctx.effects.writes.index_puts.append(ctx.index_entry(merged, 0.0, same_as=first))
+        ctx.effects.writes.index_deletes.append(ctx.entry_key(entry))
+        ctx.counters["batch_revisits_joined"] += 1
+        joined = joined or entries is head
+    if joined:
+        ctx.set_head(head)
+    return rest
 
 
 def maybe_refill(ctx: HostContext, now: float) -> None:
@@ -125,6 +161,8 @@ def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
         if later or ctx.head:
             fx.wake(now)
         return
+    top = max(e.rank for e in batch)
+    hs.vclock = top if hs.vclock is None else max(hs.vclock, top)
     deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
     lease = Lease(Lease.new_id(), hs.host, tuple(e.request for e in batch), now, delay, deadline,
                   user_agent=ctx.policy.user_agent)

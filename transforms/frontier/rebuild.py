@@ -35,7 +35,7 @@ from transforms.frontier.context import HostContext, IoRequest
 from transforms.frontier.head import merge_head
 from transforms.frontier.leasing import start_io
 from transforms.frontier.state import JOB_REBUILD, PHASE_READY, PHASE_REBUILDING, HeadEntry
-from transforms.frontier.store import IndexPage, RebuildPage
+from transforms.frontier.store import REVISIT_RETRY_SECONDS, IndexPage, RebuildPage
 
 
 def start_rebuild(ctx: HostContext, now: float) -> None:
@@ -104,9 +104,12 @@ def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
         hs.index_exhausted = False
         return
     busy = {e.request.url for e in hs.lease.entries} if hs.lease is not None else set()
-    entries = [HeadEntry(e.rank, e.request, False, e.seq) for e in page.entries
-               if e.request.url not in busy
-               and url_fingerprint(e.request.url).hex() not in passed]
+    entries, waiting = [], False
+    for e in page.entries:
+        if e.request.url not in busy and url_fingerprint(e.request.url).hex() not in passed:
+            entries.append(HeadEntry(e.rank, e.request, False, e.seq))
+        elif e.request.batches and e.request.revisit:
+            waiting = True  # a batch's revisit of a URL in flight: not the lease's to end
     if len(entries) < len(page.entries):
         ctx.counters["refill_entries_in_flight"] += len(page.entries) - len(entries)
     head, dropped = merge_head(ctx.head, entries, ctx.config.head_size)
@@ -117,5 +120,8 @@ def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
     # the head, so they do not count as index work still to read.
     hs.index_exhausted = page.exhausted and not dropped
     hs.next_eligible_at = page.next_eligible_at
+    if waiting:  # read the index again once the URL's first entry has had time to settle
+        again = now + REVISIT_RETRY_SECONDS
+        hs.next_eligible_at = min(again, hs.next_eligible_at or again)
     ctx.counters["urls_refilled"] += taken
     ctx.effects.changed = True

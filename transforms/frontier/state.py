@@ -121,6 +121,9 @@ class HostState:
         robots_saved_at: the ``fetched_at`` of the robots verdict last written to the hosts
             table (the verdict a rebuild reads back).
         marked_pending: what the hosts table's ``h:pending`` says for this key.
+        vclock, flow_tags: the fair share of client batches (``transforms.core.batches.
+            fair_ranks``): the queue's virtual clock and each batch's last rank; a batch's tag
+            is dropped once the clock passes it, so at most one tag per batch with URLs queued.
     """
 
     host: str
@@ -150,6 +153,8 @@ class HostState:
     seen_frozen: int = 0
     robots_saved_at: float = 0.0
     marked_pending: bool = False
+    vclock: float | None = None  # the rank of the last URL leased: the queue's present
+    flow_tags: dict[str, float] = field(default_factory=dict)  # client batch -> last rank
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n

@@ -37,15 +37,18 @@ class StoreBatch:
 
     index_puts: list[IndexEntry] = field(default_factory=list)
     rows: list[Row] = field(default_factory=list)  # webtable
+    batch_rows: list[Row] = field(default_factory=list)  # batches table: URL outcome cells
     host_rows: list[Row] = field(default_factory=list)  # hosts table
     index_deletes: list[str] = field(default_factory=list)  # index row keys
 
     def __bool__(self) -> bool:
-        return bool(self.index_puts or self.rows or self.host_rows or self.index_deletes)
+        return bool(self.index_puts or self.rows or self.batch_rows or self.host_rows
+                    or self.index_deletes)
 
     def extend(self, other: StoreBatch) -> None:
         self.index_puts += other.index_puts
         self.rows += other.rows
+        self.batch_rows += other.batch_rows
         self.host_rows += other.host_rows
         self.index_deletes += other.index_deletes
 
@@ -154,9 +157,21 @@ class FrontierStore(Protocol):
         """Rows of any table, for the pipeline's sinks (in the order given)."""
         ...
 
+    def read_row(self, table: str, key: str) -> Cells | None:
+        """The newest cells of one row of any table, or None when it has none."""
+        ...
+
+    def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
+        """Every row of ``table`` with the newest cells of ``family`` only (small tables:
+        the batches table's records)."""
+        ...
+
     def close(self) -> None:
         """Lets go of what the store holds (a shared store may keep its client)."""
         ...
+
+
+REVISIT_RETRY_SECONDS = 5.0
 
 
 def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[bytes],
@@ -175,6 +190,10 @@ def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[by
                 next_eligible = entry.eligible_at
         elif url_fingerprint(entry.request.url) not in skip:
             entries.append(entry)
+        elif entry.request.batches and entry.request.revisit:
+            # A batch's revisit of a URL in flight: look again once that has settled.
+            again = now + REVISIT_RETRY_SECONDS
+            next_eligible = again if next_eligible is None else min(next_eligible, again)
         if len(entries) >= limit or read >= scan_limit:
             return IndexPage(tuple(entries), next_eligible, False)
     return IndexPage(tuple(entries), next_eligible, True)

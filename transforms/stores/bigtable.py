@@ -31,6 +31,7 @@ from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
 from transforms.formats.rows import Row, robots_from_host_cells, url_record
 from transforms.formats.schema import (
+    BATCHES_TABLE,
     DEADLETTER_TABLE,
     FETCH_FAMILY,
     FRONTIER_TABLE,
@@ -86,6 +87,7 @@ class BigtableStoreSpec:
     hosts: str = HOSTS_TABLE
     frontier: str = FRONTIER_TABLE
     deadletter: str = DEADLETTER_TABLE
+    batches: str = BATCHES_TABLE
 
     def open(self) -> BigtableStore:
         """The process-wide store of this spec: the frontier's DoFns, its reads on the fetch
@@ -133,7 +135,7 @@ class BigtableStore:
 
     def __init__(self, spec: BigtableStoreSpec) -> None:
         self.spec = spec
-        names = (spec.webtable, spec.hosts, spec.frontier, spec.deadletter)
+        names = (spec.webtable, spec.hosts, spec.frontier, spec.deadletter, spec.batches)
         self._client = bigtable.Client(project=spec.project, admin=False)
         instance = self._client.instance(spec.instance)
         self._tables = {name: instance.table(name) for name in names}
@@ -165,10 +167,21 @@ class BigtableStore:
         self.write_rows(spec.frontier, [Row(e.row_key, {INDEX_FAMILY: entry_cells(e)},
                                             e.eligible_at) for e in batch.index_puts])
         self.write_rows(spec.webtable, batch.rows)
+        self.write_rows(spec.batches, batch.batch_rows)
         self.write_rows(spec.hosts, batch.host_rows)
         self.mutate(spec.frontier, [_delete(k) for k in batch.index_deletes])
 
     # -- reading ---------------------------------------------------------------------------
+
+    def read_row(self, table: str, key: str) -> Cells | None:
+        row = self._tables[table].read_row(key.encode("utf-8"), filter_=_LATEST)
+        return None if row is None else _cells(row)
+
+    def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
+        only = row_filters.RowFilterChain([
+            row_filters.FamilyNameRegexFilter(f"^{family}$"), _LATEST])
+        return [(row.row_key.decode(), _cells(row))
+                for row in self._tables[table].read_rows(filter_=only)]
 
     def url_records(self, urls: Sequence[str]) -> dict[str, UrlRecord]:
         if not urls:

@@ -15,6 +15,7 @@ from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
 from transforms.formats.rows import Row, robots_from_host_cells, url_record
 from transforms.formats.schema import (
+    BATCHES_TABLE,
     FETCH_FAMILY,
     HOST_FAMILY,
     HOSTS_TABLE,
@@ -79,6 +80,8 @@ class MemoryFrontierStore:
                 self.index[entry.row_key] = {INDEX_FAMILY: entry_cells(entry)}
             for row in batch.rows:
                 _put(self.webtable, row)
+            for row in batch.batch_rows:
+                _put(self.other.setdefault(BATCHES_TABLE, {}), row)
             for row in batch.host_rows:
                 _put(self.hosts, row)
             for key in batch.index_deletes:
@@ -97,6 +100,20 @@ class MemoryFrontierStore:
         """Nothing to release; the store lives as long as the process (tests read it back)."""
 
     # -- reading ---------------------------------------------------------------------------------
+
+    def _table(self, table: str) -> dict[str, dict[str, dict[str, tuple[float, str]]]]:
+        return (self.webtable if table == WEBTABLE else self.hosts if table == HOSTS_TABLE
+                else self.other.setdefault(table, {}))
+
+    def read_row(self, table: str, key: str) -> Cells | None:
+        with self._lock:
+            return self.latest(self._table(table), key) or None
+
+    def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
+        with self._lock:
+            rows = self._table(table)
+            return [(key, {family: cells[family]}) for key in sorted(rows)
+                    if (cells := self.latest(rows, key)).get(family)]
 
     def latest(self, table: dict[str, dict[str, dict[str, tuple[float, str]]]], key: str
                ) -> Cells:

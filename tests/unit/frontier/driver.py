@@ -16,7 +16,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from transforms.core.records import AckToken, CrawlRequest, FetchResult
-from transforms.formats.rows import fetch_write
+from transforms.formats.batch_rows import outcome_rows
+from transforms.formats.row_writes import fetch_write
 from transforms.frontier.cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
 from transforms.frontier.context import Effects, FrontierConfig, IoRequest
 from transforms.frontier.hostcore import HostCore
@@ -172,7 +173,8 @@ class FrontierDriver:
                 else "not_stored"))
         outcome = LeaseOutcome(lease.lease_id, tuple(results), tuple(left), None,
                                tuple(at for _ in results), at if results else None, at,
-                               plan.skipped, plan.fresh, tuple(records.items()))
+                               plan.skipped, plan.fresh, tuple(records.items()),
+                               deferred=plan.deferred)
         self.jobs[lease.lease_id] = outcome
         self._write_rows = write_rows
         return outcome
@@ -182,7 +184,9 @@ class FrontierDriver:
         from transforms.frontier.store import StoreBatch
 
         writes = [fetch_write(r) for r in fx.results]
+        events = [e for w in writes for e in w.events]
         self.store.write(StoreBatch(rows=[w.row for w in writes],
+                                    batch_rows=outcome_rows(events),
                                     index_deletes=[w.index_delete for w in writes
                                                    if w.index_delete]))
 
