@@ -78,7 +78,8 @@ class _IntakeFn(beam.DoFn):
         policy = self._policy
         try:
             batch = prepare_batch(submission.spec, submission.urls,
-                                  lambda url: canonical_for_host(url, policy)[0])
+                                  lambda url: canonical_for_host(url, policy)[0],
+                                  submission.sent)
         except BatchError as exc:
             self._refused.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter(

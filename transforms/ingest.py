@@ -24,7 +24,7 @@ from transforms.core.batches import BatchError
 from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.core.records import AckToken, BatchSubmission, DeadLetter
 from transforms.core.url_keys import key_requests
-from transforms.formats.batch_messages import decode_batch, is_batch
+from transforms.formats.batch_messages import decode_batch_message, is_batch
 from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_requests, is_heartbeat
 from transforms.host_frontier import FrontierWork
 
@@ -100,7 +100,7 @@ class _DecodeAndKeyFn(beam.DoFn):
         a usable batch goes to the dead letters, with the reason)."""
         token = (AckToken(ack_id, 0, 1),) if ack_id else ()
         try:
-            spec, urls = decode_batch(data)
+            spec, urls, sent = decode_batch_message(data)
         except (BadMessage, BatchError) as exc:
             self._bad_messages.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter(
@@ -108,7 +108,7 @@ class _DecodeAndKeyFn(beam.DoFn):
             return
         self._batches.inc()
         yield beam.pvalue.TaggedOutput(BATCHES_TAG, (spec.batch_id, BatchSubmission(
-            spec, tuple(urls), now, token)))
+            spec, tuple(urls), now, token, sent)))
 
 
 class IngestOutputs(NamedTuple):

@@ -118,11 +118,13 @@ def check_spec(spec: BatchSpec) -> None:
 
 
 def prepare_batch(spec: BatchSpec, raw_urls: Sequence[str],
-                  canonicalize: Callable[[str], str] = canonicalize_url) -> PreparedBatch:
+                  canonicalize: Callable[[str], str] = canonicalize_url,
+                  sent: int | None = None) -> PreparedBatch:
     """Checks and normalizes a batch: at most ``MAX_BATCH_URLS`` URLs as sent; each URL
     canonicalized (``transforms.core.urls``), or recorded as invalid with the reason; repeats
     (after canonicalization) kept once. The pipeline passes its policy's ``canonicalize``
-    (session and tracking parameters removed as for any URL it crawls).
+    (session and tracking parameters removed as for any URL it crawls), and ``sent``: the
+    client's count when a submitter deduplicated the URLs already.
 
     Raises:
         BatchError: more than ``MAX_BATCH_URLS`` URLs, none at all, or a bad spec.
@@ -143,7 +145,8 @@ def prepare_batch(spec: BatchSpec, raw_urls: Sequence[str],
             urls.setdefault(canonicalize(text), None)
         except InvalidUrl as exc:
             invalid.setdefault(text or repr(raw), str(exc) or "invalid URL")
-    return PreparedBatch(spec, tuple(urls), tuple(invalid.items()), len(raw_urls))
+    return PreparedBatch(spec, tuple(urls), tuple(invalid.items()),
+                         max(sent or 0, len(raw_urls)))
 
 
 def batch_outcome(url_status: str) -> str:
@@ -187,7 +190,10 @@ class BatchTally:
         return self.finished >= self.total
 
     def percent(self) -> float:
-        return 100.0 if self.total == 0 else round(100.0 * self.finished / self.total, 1)
+        """Percent finished, rounded down to 0.1 (99.99% shows 99.9, never a false 100)."""
+        if self.total == 0:
+            return 100.0
+        return math.floor(1000.0 * self.finished / self.total) / 10.0
 
     def eta_seconds(self, now: float) -> float | None:
         """Seconds until done at the batch's own rate so far (None before two outcomes)."""
@@ -210,12 +216,14 @@ def milestones_reached(percent: float, step: int) -> list[int]:
 
 
 def transitions_due(tally: BatchTally, step: int, sent: Iterable[str]) -> list[str]:
-    """The transitions to announce now, in order: milestones (``"25%"`` ...) then ``done``,
-    leaving out those in ``sent`` (each transition goes out once)."""
+    """The transitions to announce now, in order: milestones (``"25%"`` ...) or ``done``,
+    leaving out those in ``sent`` (each transition goes out once). A batch that completes
+    announces ``done`` alone: milestones it passed on the way in the same step say nothing
+    more."""
     already = set(sent)
-    due = [f"{m}%" for m in milestones_reached(tally.percent(), step)]
     if tally.complete:
-        due.append(TRANSITION_DONE)
+        return [] if TRANSITION_DONE in already else [TRANSITION_DONE]
+    due = [f"{m}%" for m in milestones_reached(tally.percent(), step)]
     return [t for t in due if t not in already]
 
 

@@ -173,6 +173,7 @@ class BatchSubmission:
     urls: tuple[str, ...]
     received_at: float
     tokens: tuple[AckToken, ...] = ()
+    sent: int | None = None  # the size as the client sent it, when the message says
 
 
 @dataclass(frozen=True)

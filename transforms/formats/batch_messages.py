@@ -8,9 +8,10 @@ Attribute ``kind=batch``; body (JSON, UTF-8)::
                "milestone_step": 25},
      "urls": ["https://example.com/a", "https://example.com/b", ...]}
 
-Only ``batch.client`` and ``urls`` are required; a missing ``id`` is made from the message's
-content (the same body gets the same id, so a redelivery is the same batch). ``urls`` are sent
-as the client has them: the pipeline checks and normalizes them with
+Only ``batch.client`` and ``urls`` are required (``batch.sent``, the batch's size as the client
+sent it, is set by ``crawler submit`` and the API, which send each URL once); a missing ``id``
+is made from the message's content (the same body gets the same id, so a redelivery is the
+same batch). ``urls`` are sent as the client has them: the pipeline checks and normalizes them with
 ``transforms.core.batches.prepare_batch``, as ``crawler submit`` and ``crawler api`` do before
 they publish, and records the invalid ones as the batch's ``invalid`` outcomes. At most
 ``MAX_BATCH_URLS`` (10,000) URLs; the message must fit Pub/Sub's 10 MB.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 from collections.abc import Mapping
+from typing import NamedTuple
 
 from transforms.core.batches import BatchSpec, PreparedBatch, check_spec
 from transforms.formats.messages import KIND_ATTRIBUTE, MAX_MESSAGE_BYTES, BadMessage
@@ -65,13 +67,18 @@ def spec_from_json(doc: Mapping[str, object], default_id: str) -> BatchSpec:
     return spec
 
 
-def encode_batch(spec: BatchSpec, urls: list[str]) -> tuple[bytes, dict[str, str]]:
-    """A batch message (body, attributes).
+def encode_batch(spec: BatchSpec, urls: list[str], sent: int | None = None
+                 ) -> tuple[bytes, dict[str, str]]:
+    """A batch message (body, attributes); ``sent``: the batch's size as the client sent it,
+    when ``urls`` are already deduplicated.
 
     Raises:
         BadMessage: the body would not fit one Pub/Sub message.
     """
-    body = json.dumps({"v": 1, "batch": spec_to_json(spec), "urls": urls},
+    header = spec_to_json(spec)
+    if sent is not None:
+        header["sent"] = sent
+    body = json.dumps({"v": 1, "batch": header, "urls": urls},
                       separators=(",", ":")).encode("utf-8")
     if len(body) > MAX_MESSAGE_BYTES:
         raise BadMessage(f"the batch is {len(body):,} bytes as a message; Pub/Sub takes "
@@ -82,10 +89,23 @@ def encode_batch(spec: BatchSpec, urls: list[str]) -> tuple[bytes, dict[str, str
 def encode_prepared(batch: PreparedBatch) -> tuple[bytes, dict[str, str]]:
     """The message of a checked batch: its valid URLs (canonical) and its invalid ones as sent,
     so the pipeline records the same outcomes."""
-    return encode_batch(batch.spec, list(batch.urls) + [url for url, _ in batch.invalid])
+    return encode_batch(batch.spec, list(batch.urls) + [url for url, _ in batch.invalid],
+                        batch.sent)
+
+
+class BatchMessage(NamedTuple):
+    spec: BatchSpec
+    urls: list[str]
+    sent: int | None  # the size as the client sent it (``batch.sent``), when given
 
 
 def decode_batch(data: bytes) -> tuple[BatchSpec, list[str]]:
+    """Reads a batch message's spec and URLs (:func:`decode_batch_message`)."""
+    message = decode_batch_message(data)
+    return message.spec, message.urls
+
+
+def decode_batch_message(data: bytes) -> BatchMessage:
     """Reads a batch message.
 
     Raises:
@@ -102,4 +122,8 @@ def decode_batch(data: bytes) -> tuple[BatchSpec, list[str]]:
     if not isinstance(urls, list) or not all(isinstance(u, str) for u in urls):
         raise BadMessage('a batch message needs a "urls" list of strings')
     default_id = "b-" + hashlib.sha256(data).hexdigest()[:20]
-    return spec_from_json(doc["batch"], default_id), urls
+    sent = doc["batch"].get("sent")
+    if sent is not None and (not isinstance(sent, int) or isinstance(sent, bool)
+                             or sent < len(urls)):
+        raise BadMessage('"batch.sent" must be an integer, at least the number of URLs')
+    return BatchMessage(spec_from_json(doc["batch"], default_id), urls, sent)

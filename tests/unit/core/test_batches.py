@@ -123,7 +123,7 @@ def test_a_url_is_counted_once_whatever_outcome_is_delivered_again():
     assert not tally.add("https://a.example/1", "error", 12.0)  # a different late outcome
     assert tally.add("https://a.example/2", CACHED, 13.0)
     assert tally.finished == 2 and tally.outcomes == {"fetched": 1, CACHED: 1}
-    assert tally.percent() == 66.7 and not tally.complete
+    assert tally.percent() == 66.6 and not tally.complete
     assert (tally.first_at, tally.last_at) == (10.0, 13.0)
     assert tally.add("https://a.example/3", INVALID, 14.0)
     assert tally.complete and tally.percent() == 100.0
@@ -159,6 +159,16 @@ def test_milestones_are_the_multiples_of_the_step_below_100():
     assert milestones_reached(100.0, 0) == []
 
 
+def test_percent_rounds_down_so_a_milestone_is_never_announced_early():
+    tally = BatchTally(10_000)
+    for i in range(2_499):
+        tally.add(f"https://a.example/{i}", "fetched", 1.0)
+    assert tally.percent() == 24.9 and transitions_due(tally, 25, []) == []
+    for i in range(2_499, 9_999):
+        tally.add(f"https://a.example/{i}", "fetched", 1.0)
+    assert tally.percent() == 99.9 and not tally.complete
+
+
 def test_transitions_go_out_once_each_in_order_then_done():
     total = 8
     sent: list[str] = []
@@ -178,10 +188,12 @@ def test_a_step_of_zero_announces_only_done():
     assert transitions_due(tally_of(4, 4), 0, []) == ["done"]
 
 
-def test_a_jump_from_nothing_to_all_gives_every_transition_in_order():
+def test_a_jump_gives_the_milestones_passed_in_order_and_completion_gives_done_alone():
     assert transitions_due(tally_of(4, 0), 25, []) == []
-    assert transitions_due(tally_of(4, 4), 25, []) == ["25%", "50%", "75%", "done"]
-    assert transitions_due(tally_of(4, 4), 25, ["25%", "50%"]) == ["75%", "done"]
+    assert transitions_due(tally_of(4, 3), 25, []) == ["25%", "50%", "75%"]
+    assert transitions_due(tally_of(4, 4), 25, []) == ["done"]
+    assert transitions_due(tally_of(4, 4), 25, ["25%", "50%"]) == ["done"]
+    assert transitions_due(tally_of(4, 4), 25, ["done"]) == []
 
 
 # -- notifications -------------------------------------------------------------------------------

@@ -1,0 +1,329 @@
+"""Client-batch benchmark: what batches cost the crawler against plain seeding, and how soon a
+batch's done notification follows its last URL (issue 14).
+
+    python -m benchmarks.batches --out results/batches.json          (make bench-batches)
+    python -m benchmarks.batches --batches 4 --urls-per-batch 20 --hosts 4 --out /tmp/b.json
+
+The same ``batches x urls-per-batch`` URLs, ``/p/<i>`` on host ``i mod hosts`` (loopback sites
+served by ``pipeline.demo.server``; pages from ``benchmarks.backlog.page`` with ``--links`` links,
+none by default, and a policy with ``max_depth: 0``, so only the given URLs are fetched), are
+crawled twice in one invocation, each time by ``crawler run`` as a separate process on a fresh
+local stack (its own emulators and Bigtable instance), unthrottled (``--min_delay``):
+
+A. ``plain``: the URLs published as seeds (``pipeline.ops.seeding.publish_seeds``);
+B. ``batches``: the same URLs as client batches (``pipeline.ops.batches.submit_batch``), batch
+   ``b`` holding URLs ``b*U .. b*U+U-1`` (so every batch spans every host) for client
+   ``b mod clients``, with the default milestones (25%, 50%, 75%, done) on the notifications
+   topic.
+
+Everything is queued before the job starts. Measured (the crawler process's CPU as
+``benchmarks.backlog`` samples it, every second, interpolated):
+
+* crawler CPU ms per URL over the crawling window: from the first page request to the last
+  outcome (A: the last page response; B: the later of that and the last done notification, so
+  the batches' completion work is charged); batch overhead = B / A (goal: at most 1.10). The
+  start-up CPU (before the first request) and the whole process's are reported beside it;
+* pages/s over the same window, B / A; the emulators' CPU per URL;
+* per batch, the done notification's ``at`` minus the latest ``at`` of the batch's ``u:`` cells
+  (its last URL's outcome): median and max; and that every batch is ``done`` and notified.
+"""
+
+from __future__ import annotations
+
+import argparse
+import bisect
+import json
+import os
+import platform
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.backlog import _crawler as crawler_command
+from benchmarks.backlog import _run as run_sampled
+from benchmarks.backlog import page
+from pipeline.demo.exchange import Hit, Reply, RequestView
+from pipeline.demo.server import LoggedServers, Respond
+from pipeline.local.stack import LocalStack, start_local_stack, stop_local_stack
+from transforms.formats.schema import DEFAULT_NOTIFICATIONS_TOPIC
+
+GOAL = 1.10  # batches' crawler CPU per URL at most 10% above plain seeding
+NOTES_SUBSCRIPTION = "bench-batches-notes"
+Samples = Sequence[tuple[float, float, float, float]]  # ProcessSampler.samples
+
+
+def respond_with(links: int) -> Respond:
+    """A site whose page ``/p/N`` is ``page(N, links)``; robots.txt and the rest are 404."""
+
+    def respond(view: RequestView) -> Reply:
+        path = view.target.split("?", 1)[0]
+        if path.startswith("/p/") and path[3:].isdigit():
+            return Reply(body=page(int(path[3:]), links))
+        return Reply(404, b"<h1>not found</h1>")
+
+    return respond
+
+
+def plan(bases: Sequence[str], batches: int, per_batch: int, clients: int
+         ) -> list[tuple[str, str, list[str]]]:
+    """(batch id, client, URLs) per batch: URL ``i`` is ``/p/i`` on host ``i mod len(bases)``,
+    batch ``b`` holds URLs ``b*per_batch`` .. ``(b+1)*per_batch - 1``, for client ``b mod
+    clients``."""
+    return [(f"bench-{b:04d}", f"client-{b % clients}",
+             [f"{bases[i % len(bases)]}/p/{i}" for i in range(b * per_batch, (b + 1) * per_batch)])
+            for b in range(batches)]
+
+
+def cpu_at(samples: Samples, column: int, t: float) -> float:
+    """CPU seconds (``column`` of the samples: 2 the crawler, 3 the emulators) at time ``t``,
+    interpolated between samples (the first or last sample outside them; 0 without any)."""
+    if not samples:
+        return 0.0
+    times = [s[0] for s in samples]
+    i = bisect.bisect_right(times, t)
+    if i == 0:
+        return samples[0][column]
+    if i == len(samples):
+        return samples[-1][column]
+    (t0, c0), (t1, c1) = (times[i - 1], samples[i - 1][column]), (times[i], samples[i][column])
+    return c0 + (c1 - c0) * (t - t0) / ((t1 - t0) or 1.0)
+
+
+def spread(values: Sequence[float]) -> dict[str, float | None]:
+    """Median and max, rounded (None for no values)."""
+    if not values:
+        return {"median": None, "max": None}
+    return {"median": round(statistics.median(values), 3), "max": round(max(values), 3)}
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return round(b / a, 3) if a and b is not None else None
+
+
+def _queue_seeds(stack: LocalStack, urls: list[str]) -> None:
+    from pipeline.ops.seeding import publish_seeds
+
+    report = publish_seeds(urls, stack.project, stack.topic)
+    assert report.published_urls == len(urls) and not report.invalid, report
+
+
+def _queue_batches(stack: LocalStack, batches: list[tuple[str, str, list[str]]]) -> None:
+    from pipeline.ops.batches import pubsub_publisher, submit_batch
+    from pipeline.ops.resources import ensure_subscription
+    from transforms.core.batches import BatchSpec
+    from transforms.stores.bigtable import BigtableStoreSpec
+
+    ensure_subscription(stack.project, DEFAULT_NOTIFICATIONS_TOPIC, NOTES_SUBSCRIPTION)
+    publish = pubsub_publisher(stack.project, stack.topic)
+    store = BigtableStoreSpec(stack.project, stack.instance).open()
+    for batch_id, client, urls in batches:
+        result = submit_batch(BatchSpec(batch_id, client), urls, publish=publish, store=store)
+        assert result.unique == len(urls) and not result.existing, result
+
+
+def _done_notifications(stack: LocalStack) -> dict[str, dict[str, Any]]:
+    """The done notifications on the benchmark's subscription, by batch id."""
+    import google.cloud.pubsub_v1 as pubsub_v1
+
+    from transforms.stores.pubsub import pull_messages
+
+    subscriber = pubsub_v1.SubscriberClient()
+    path = subscriber.subscription_path(stack.project, NOTES_SUBSCRIPTION)
+    done: dict[str, dict[str, Any]] = {}
+    while messages := pull_messages(subscriber, path, 500, wait_seconds=5.0):
+        for m in messages:
+            body = json.loads(m.data)
+            if body.get("transition") == "done":
+                done[body["batch_id"]] = {**body, "published": m.publish_time}
+        subscriber.acknowledge(request={"subscription": path,
+                                        "ack_ids": [m.ack_id for m in messages]})
+    return done
+
+
+def batch_report(stack: LocalStack, batches: list[tuple[str, str, list[str]]]
+                 ) -> list[dict[str, Any]]:
+    """Per batch: state and outcomes (``status_doc``), its last URL's outcome time (the latest
+    ``at`` of its ``u:`` cells) and the done notification's delay after it."""
+    from pipeline.ops.batches import status_doc
+    from transforms.formats.batch_rows import read_record
+    from transforms.formats.schema import BATCHES_TABLE
+    from transforms.stores.bigtable import BigtableStoreSpec
+
+    store = BigtableStoreSpec(stack.project, stack.instance).open()
+    notes = _done_notifications(stack)
+    now = time.time()
+    out = []
+    for batch_id, client, _ in batches:
+        record = read_record(batch_id, store.read_row(BATCHES_TABLE, batch_id))
+        doc = status_doc(record, now) if record else {"state": None, "outcomes": {}}
+        ats = [float(at) for d in (record.urls.values() if record else ())
+               if isinstance(at := d.get("at"), int | float)]
+        last = max(ats) if ats else None
+        note = notes.get(batch_id)
+        out.append({
+            "batch_id": batch_id, "client": client, "state": doc["state"],
+            "outcomes": doc["outcomes"], "done_at": doc.get("done_at"), "last_url_at": last,
+            "notified_at": note["at"] if note else None,
+            "notification_latency_s": round(note["at"] - last, 3) if note and last else None,
+            "published_latency_s": round(note["published"] - last, 3) if note and last
+            else None})
+    return out
+
+
+def _crawl_window(hits: Sequence[Hit]) -> tuple[list[Hit], float, float]:
+    pages = [h for h in hits if h.method == "GET" and h.path != "/robots.txt"]
+    if not pages:
+        return [], 0.0, 0.0
+    return pages, min(h.start for h in pages), max(h.end for h in pages)
+
+
+def run_mode(mode: str, batches: list[tuple[str, str, list[str]]], servers: LoggedServers,
+             work: Path, flags: Sequence[str], timeout: float) -> dict[str, Any]:
+    """One crawl of every URL of ``batches`` on a fresh local stack: as seeds (``plain``) or as
+    the batches (``batches``); returns its figures."""
+    urls = [u for _, _, us in batches for u in us]
+    state = work / mode / "state"
+    stack = start_local_stack(state, instance=f"bench-{mode}-{uuid.uuid4().hex[:8]}")
+    try:
+        with stack.activate():
+            if mode == "plain":
+                _queue_seeds(stack, urls)
+            else:
+                _queue_batches(stack, batches)
+        servers.clear()
+        launched = time.time()
+        code, sampler = run_sampled(crawler_command(state, "run", *flags),
+                                    work / mode / "crawler.log", timeout, state)
+        wall = time.time() - launched
+        servers.settle()
+        pages, first, last = _crawl_window(servers.hits())
+        per_batch: list[dict[str, Any]] = []
+        if mode == "batches":
+            with stack.activate():
+                per_batch = batch_report(stack, batches)
+    finally:
+        stop_local_stack(state)
+    end = max([last] + [b["notified_at"] for b in per_batch if b["notified_at"]])
+    samples = sampler.samples
+    crawl_cpu = cpu_at(samples, 2, end) - cpu_at(samples, 2, first) if pages else 0.0
+    emulator_cpu = cpu_at(samples, 3, end) - cpu_at(samples, 3, first) if pages else 0.0
+    window = end - first
+    result: dict[str, Any] = {
+        "mode": mode, "exit_code": code, "wall_s": round(wall, 1),
+        "pages": len(pages), "unique_urls": len({h.host + h.path for h in pages}),
+        "first_request_after_s": round(first - launched, 1) if pages else None,
+        "crawl_s": round(window, 2),
+        "pages_per_s": round(len(pages) / window, 1) if window > 0 else None,
+        "crawler_cpu_ms_per_url": round(1000 * crawl_cpu / len(urls), 3),
+        "emulators_cpu_ms_per_url": round(1000 * emulator_cpu / len(urls), 3),
+        "crawler_startup_cpu_s": round(cpu_at(samples, 2, first), 2) if pages else None,
+        "crawler_cpu_s_whole_run": samples[-1][2] if samples else None,
+        "peak_rss_mb": max((s[1] for s in samples), default=None),
+    }
+    if mode == "batches":
+        result["batches"] = per_batch
+    return result
+
+
+def _summary(plain: dict[str, Any], batched: dict[str, Any]) -> dict[str, Any]:
+    per_batch = batched["batches"]
+    overhead = _ratio(plain["crawler_cpu_ms_per_url"], batched["crawler_cpu_ms_per_url"])
+    return {
+        "cpu_per_url_ratio": overhead,
+        "goal": GOAL, "goal_met": overhead is not None and overhead <= GOAL,
+        "pages_per_s_ratio": _ratio(plain["pages_per_s"], batched["pages_per_s"]),
+        "emulators_cpu_per_url_ratio": _ratio(plain["emulators_cpu_ms_per_url"],
+                                              batched["emulators_cpu_ms_per_url"]),
+        "batches_done": sum(b["state"] == "done" for b in per_batch),
+        "batches_notified": sum(b["notified_at"] is not None for b in per_batch),
+        "notification_latency_s": spread([b["notification_latency_s"] for b in per_batch
+                                          if b["notification_latency_s"] is not None]),
+        "published_latency_s": spread([b["published_latency_s"] for b in per_batch
+                                       if b["published_latency_s"] is not None]),
+    }
+
+
+def table(result: dict[str, Any]) -> str:
+    """The printed report: both runs side by side, the ratios and the latency."""
+    p, b, s = result["runs"]["plain"], result["runs"]["batches"], result["summary"]
+    n = result["params"]
+    rows = [("pages fetched", "pages", None), ("pages/s (crawling window)", "pages_per_s",
+                                               "pages_per_s_ratio"),
+            ("crawler CPU ms/URL", "crawler_cpu_ms_per_url", "cpu_per_url_ratio"),
+            ("emulators' CPU ms/URL", "emulators_cpu_ms_per_url", "emulators_cpu_per_url_ratio"),
+            ("crawler start-up CPU s", "crawler_startup_cpu_s", None),
+            ("crawler CPU s, whole run", "crawler_cpu_s_whole_run", None),
+            ("first request after s", "first_request_after_s", None),
+            ("crawling window s", "crawl_s", None), ("wall s", "wall_s", None),
+            ("peak RSS MB", "peak_rss_mb", None)]
+    lines = [f"{result['urls']:,} URLs on {n['hosts']} hosts: plain seeds vs {n['batches']} "
+             f"batches of {n['urls_per_batch']:,} ({n['clients']} clients)",
+             f"  {'':28} {'plain':>10} {'batches':>10} {'batches/plain':>14}"]
+    for label, key, ratio in rows:
+        lines.append(f"  {label:28} {p[key]!s:>10} {b[key]!s:>10} "
+                     f"{'' if ratio is None else str(s[ratio]):>14}")
+    met = "met" if s["goal_met"] else "NOT met"
+    lat, pub = s["notification_latency_s"], s["published_latency_s"]
+    lines += [f"  batch overhead (CPU per URL): {s['cpu_per_url_ratio']} "
+              f"(goal <= {GOAL}: {met})",
+              f"  done notification after the batch's last URL: median {lat['median']} s, max "
+              f"{lat['max']} s (published: median {pub['median']} s, max {pub['max']} s)",
+              f"  batches done {s['batches_done']}/{n['batches']}, notified "
+              f"{s['batches_notified']}/{n['batches']}"]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--batches", type=int, default=100, help="batches (default: 100)")
+    parser.add_argument("--urls-per-batch", type=int, default=1000,
+                        help="URLs per batch (default: 1,000; at most 10,000)")
+    parser.add_argument("--hosts", type=int, default=20, help="loopback hosts (default: 20)")
+    parser.add_argument("--clients", type=int, default=4,
+                        help="clients the batches are spread over (default: 4)")
+    parser.add_argument("--links", type=int, default=0,
+                        help="links per page, not followed (max_depth 0) (default: 0)")
+    parser.add_argument("--min-delay", type=float, default=0.0,
+                        help="--min_delay of the crawl, seconds (default: 0)")
+    parser.add_argument("--timeout", type=float, default=3600.0,
+                        help="limit on each crawl, seconds (default: 3600)")
+    parser.add_argument("--out", default="results/batches.json")
+    args = parser.parse_args(argv)
+    if not 1 <= args.hosts <= 150:
+        parser.error("--hosts: 1..150 (one loopback address each, 127.0.0.101 up)")
+    work = Path(tempfile.mkdtemp(prefix="crawler-batches-"))
+    policy = work / "policy.json"
+    policy.write_text(json.dumps({"defaults": {
+        "max_depth": 0, "max_pages_per_host": 2 * args.batches * args.urls_per_batch}}))
+    flags = [f"--min_delay={args.min_delay:g}", "--allow_private_networks", "--idle_timeout=5",
+             "--warc_roll_seconds=2", f"--policy={policy}"]
+    respond = respond_with(args.links)
+    with LoggedServers() as servers:
+        bases = [servers.serve(f"127.0.0.{101 + i}", respond) for i in range(args.hosts)]
+        batches = plan(bases, args.batches, args.urls_per_batch, args.clients)
+        runs = {mode: run_mode(mode, batches, servers, work, flags, args.timeout)
+                for mode in ("plain", "batches")}
+    result: dict[str, Any] = {
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version()},
+        "params": {"batches": args.batches, "urls_per_batch": args.urls_per_batch,
+                   "hosts": args.hosts, "clients": args.clients, "links": args.links,
+                   "min_delay": args.min_delay},
+        "urls": args.batches * args.urls_per_batch,
+        "summary": _summary(runs["plain"], runs["batches"]),
+        "runs": runs,
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(table(result))
+    return result
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
