@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
 .PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile \
-	bench-backlog
+	bench-backlog bench-batches
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -51,6 +51,12 @@ bench-profile: $(STAMP)
 ## state bytes per page, and a second job's resume time -> results/backlog.json.
 bench-backlog: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.backlog --out results/backlog.json
+
+## Client batches against plain seeding: 100 batches of 1,000 URLs over 20 local hosts, crawled
+## both ways; the crawler's CPU per URL (goal: batches at most 10% above), pages/s, and the done
+## notification's delay after each batch's last URL -> results/batches.json.
+bench-batches: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.batches --out results/batches.json $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
