@@ -10,7 +10,8 @@ checkpoint or a replay) and :func:`plan_lease` decides per URL:
   of the same work: it is *skipped*, not fetched twice;
 * a revisit (``CrawlRequest.revisit``) is decided from the row: a recrawl is fetched as a
   conditional GET with the stored validators; a seed submitted again is ``fresh`` before its
-  ``s:next_fetch`` and fetched after; a sitemap entry is fetched only if its ``lastmod`` is
+  ``s:next_fetch`` and fetched after, unless its last answer was an error, a 4xx/5xx or a
+  robots.txt refusal (those are tried again: an error has no freshness); a sitemap entry is fetched only if its ``lastmod`` is
   after the last fetch; a revisit of a URL that is still pending is skipped (its first entry
   fetches it), unless a client batch asked for it: then it is *deferred*, to be answered from
   the row once the first entry has fetched the URL;
@@ -176,8 +177,7 @@ def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord
             else:
                 fetch.append(_conditional(request, record))
             continue
-        if request.revisit == REVISIT_RESUBMIT and (record.next_fetch_at is not None
-                                                    and now < record.next_fetch_at):
+        if request.revisit == REVISIT_RESUBMIT and cached_for_batch(record, None, now):
             fresh.append((request, record))
             continue
         if (request.revisit == REVISIT_LASTMOD and record.fetched_at is not None
