@@ -11,10 +11,10 @@ checkpoint or a replay) and :func:`plan_lease` decides per URL:
 * a revisit (``CrawlRequest.revisit``) is decided from the row: a recrawl is fetched as a
   conditional GET with the stored validators; a seed submitted again is ``fresh`` before its
   ``s:next_fetch`` and fetched after, unless its last answer was an error, a 4xx/5xx or a
-  robots.txt refusal (those are tried again: an error has no freshness); a sitemap entry is fetched only if its ``lastmod`` is
-  after the last fetch; a revisit of a URL that is still pending is skipped (its first entry
-  fetches it), unless a client batch asked for it: then it is *deferred*, to be answered from
-  the row once the first entry has fetched the URL;
+  robots.txt refusal (those are tried again: an error has no freshness); a sitemap entry is
+  fetched only if its ``lastmod`` is after the last fetch; a revisit of a URL that is still
+  pending is skipped (its first entry fetches it), unless a client batch asked for it: then it
+  is *deferred*, to be answered from the row once the first entry has fetched the URL;
 * a client batch's URL (``CrawlRequest.batches``) with a successful response younger than the
   batch's cache time (``cache_hours``; without one, the response's own freshness, its
   ``s:next_fetch``) is ``fresh`` (the batch's ``cached``); an error, a 4xx/5xx or a
