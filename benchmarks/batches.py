@@ -130,36 +130,38 @@ def _queue_batches(stack: LocalStack, batches: list[tuple[str, str, list[str]]])
         assert result.unique == len(urls) and not result.existing, result
 
 
-def _done_notifications(stack: LocalStack) -> dict[str, dict[str, Any]]:
-    """The done notifications on the benchmark's subscription, by batch id."""
+def _notifications(stack: LocalStack) -> dict[str, dict[str, dict[str, Any]]]:
+    """The notifications on the benchmark's subscription: batch id -> transition -> body (with
+    ``published``, the message's publish time)."""
     import google.cloud.pubsub_v1 as pubsub_v1
 
     from transforms.stores.pubsub import pull_messages
 
     subscriber = pubsub_v1.SubscriberClient()
     path = subscriber.subscription_path(stack.project, NOTES_SUBSCRIPTION)
-    done: dict[str, dict[str, Any]] = {}
+    notes: dict[str, dict[str, dict[str, Any]]] = {}
     while messages := pull_messages(subscriber, path, 500, wait_seconds=5.0):
         for m in messages:
             body = json.loads(m.data)
-            if body.get("transition") == "done":
-                done[body["batch_id"]] = {**body, "published": m.publish_time}
+            notes.setdefault(body["batch_id"], {})[body["transition"]] = {
+                **body, "published": m.publish_time}
         subscriber.acknowledge(request={"subscription": path,
                                         "ack_ids": [m.ack_id for m in messages]})
-    return done
+    return notes
 
 
 def batch_report(stack: LocalStack, batches: list[tuple[str, str, list[str]]]
                  ) -> list[dict[str, Any]]:
     """Per batch: state and outcomes (``status_doc``), its last URL's outcome time (the latest
-    ``at`` of its ``u:`` cells) and the done notification's delay after it."""
+    ``at`` of its ``u:`` cells), the done notification's delay after it, and when each of its
+    notifications went out."""
     from pipeline.ops.batches import status_doc
     from transforms.formats.batch_rows import read_record
     from transforms.formats.schema import BATCHES_TABLE
     from transforms.stores.bigtable import BigtableStoreSpec
 
     store = BigtableStoreSpec(stack.project, stack.instance).open()
-    notes = _done_notifications(stack)
+    notes = _notifications(stack)
     now = time.time()
     out = []
     for batch_id, client, _ in batches:
@@ -168,14 +170,17 @@ def batch_report(stack: LocalStack, batches: list[tuple[str, str, list[str]]]
         ats = [float(at) for d in (record.urls.values() if record else ())
                if isinstance(at := d.get("at"), int | float)]
         last = max(ats) if ats else None
-        note = notes.get(batch_id)
+        sent = notes.get(batch_id, {})
+        note = sent.get("done")
         out.append({
             "batch_id": batch_id, "client": client, "state": doc["state"],
             "outcomes": doc["outcomes"], "done_at": doc.get("done_at"), "last_url_at": last,
             "notified_at": note["at"] if note else None,
             "notification_latency_s": round(note["at"] - last, 3) if note and last else None,
             "published_latency_s": round(note["published"] - last, 3) if note and last
-            else None})
+            else None,
+            # when each notification went out (25%, 50%, 75%, done), epoch seconds
+            "transitions": {t: body["at"] for t, body in sorted(sent.items())}})
     return out
 
 
@@ -211,9 +216,11 @@ def run_mode(mode: str, batches: list[tuple[str, str, list[str]]], servers: Logg
                 _queue_batches(stack, batches)
         servers.clear()
         launched = time.time()
-        code, sampler = run_sampled(crawler_command(state, "run", *flags),
-                                    work / mode / "crawler.log", timeout, state)
+        log = work / mode / "crawler.log"
+        code, sampler = run_sampled(crawler_command(state, "run", *flags), log, timeout, state)
         wall = time.time() - launched
+        stopped = [line for line in log.read_text(errors="replace").splitlines()
+                   if line.startswith("Crawl stopped: ")]
         servers.settle()
         pages, first, last = _crawl_window(servers.hits())
         per_batch: list[dict[str, Any]] = []
@@ -225,6 +232,7 @@ def run_mode(mode: str, batches: list[tuple[str, str, list[str]]], servers: Logg
     samples = sampler.samples
     result: dict[str, Any] = {
         "mode": mode, "urls": len(urls), "exit_code": code, "wall_s": round(wall, 1),
+        "stop_reason": stopped[-1].split(": ", 1)[1] if stopped else None,  # the driver's
         "pages": len(pages), "unique_urls": len({h.host + h.path for h in pages}),
         "first_request_after_s": round(first - launched, 1) if pages else None,
         "crawl_s": round(last - first, 2),
@@ -321,7 +329,9 @@ def table(result: dict[str, Any]) -> str:
         f"  done notification after the batch's last URL: median {lat['median']} s, max "
         f"{lat['max']} s (published: median {pub['median']} s, max {pub['max']} s)",
         f"  batches done {s['batches_done']}/{n['batches']}, notified "
-        f"{s['batches_notified']}/{n['batches']}"])
+        f"{s['batches_notified']}/{n['batches']}",
+        f"  stopped: plain: {runs['plain']['stop_reason']}; batches: "
+        f"{runs['batches']['stop_reason']}"])
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -362,6 +372,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "hosts": args.hosts, "clients": args.clients, "links": args.links,
                    "min_delay": args.min_delay},
         "urls": args.batches * args.urls_per_batch,
+        "work_dir": str(work),  # each run's crawler.log and local stack logs
         "summary": summarize(runs["plain"], runs["batches"]),
         "runs": runs,
     }

@@ -102,13 +102,13 @@ class _IntakeFn(beam.DoFn):
         if not by_key:
             for token in submission.tokens:
                 yield beam.pvalue.TaggedOutput(ACKS_TAG, token)
-        for event in events:
-            yield beam.pvalue.TaggedOutput(EVENTS_TAG, (batch_id, event))
+        if events:
+            yield beam.pvalue.TaggedOutput(EVENTS_TAG, (batch_id, tuple(events)))
 
 
 class IntakeOutputs(NamedTuple):
     requests: beam.PCollection  # (frontier key, FrontierWork) of the new batches' URLs
-    events: beam.PCollection  # (batch id, BatchEvent): the invalid URLs' outcomes
+    events: beam.PCollection  # (batch id, (BatchEvent, ...)): the invalid URLs' outcomes
     acks: beam.PCollection  # AckToken of repeated batches and of batches with no valid URL
     dead_letters: beam.PCollection  # DeadLetter: batches that cannot be taken in
 

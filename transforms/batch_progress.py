@@ -1,9 +1,10 @@
 """``TrackBatches``: counts each client batch's URL outcomes and announces its milestones and its
 end, on any runner.
 
-Input: (batch id, ``BatchEvent``) from the steps that write a batch URL's terminal status (the
-frontier, the webtable sink, the intake for invalid URLs), each emitted after its cells are
-durable, and (batch id, ``BatchWake``) from ``WakeRunningBatches`` at the start of a job.
+Input: (batch id, the ``BatchEvent``s of one write) from the steps that write a batch URL's
+terminal status (the frontier, the webtable sink, the intake for invalid URLs), each emitted
+after its cells are durable, and (batch id, ``BatchWake``) from ``WakeRunningBatches`` at the
+start of a job.
 
 State per batch id (``ProgressMeta``, a few hundred bytes): the spec, the counts, the
 transitions announced and the webhook attempts. The set of URLs counted (``BatchTally``, 8
@@ -119,6 +120,19 @@ class ProgressMeta:
 
 
 _TALLIES: OrderedDict[str, BatchTally] = OrderedDict()
+_COUNTED = [0]  # outcomes counted in this process: the local driver's sign of progress
+
+
+def note_counted(n: int) -> None:
+    with _TALLIES_LOCK:
+        _COUNTED[0] += n
+
+
+def outcomes_counted() -> int:
+    """Batch outcomes this process has counted (the local driver treats a change as
+    progress: the sinks can still be writing outcomes after the last fetch)."""
+    with _TALLIES_LOCK:
+        return _COUNTED[0]
 _TALLIES_LOCK = threading.Lock()
 
 
@@ -170,11 +184,12 @@ class _TrackFn(beam.DoFn):
         if meta is None or tally is None:
             _LOG.warning("batch event without a batch record", extra={"batch": batch_id})
             return
-        if isinstance(item, BatchEvent):
-            if tally.add(item.url, item.outcome, item.at):
-                self._counted.inc()
-            else:
-                self._repeats.inc()
+        if not isinstance(item, BatchWake):
+            events = (item,) if isinstance(item, BatchEvent) else tuple(item)
+            counted = sum(1 for e in events if tally.add(e.url, e.outcome, e.at))
+            self._counted.inc(counted)
+            self._repeats.inc(len(events) - counted)
+            note_counted(counted)
             meta.last_event_at = now
         self._settle(batch_id, meta, tally, now)
         self._save(batch_id, meta, tally, meta_state, timer, now)
@@ -296,8 +311,8 @@ def _meta_from_record(record: BatchRecord) -> ProgressMeta:
 
 
 class TrackBatches(beam.PTransform):
-    """(batch id, BatchEvent | BatchWake) -> nothing: the batches table and the notifications
-    are the output (see the module docstring)."""
+    """(batch id, BatchEvent | (BatchEvent, ...) | BatchWake) -> nothing: the batches table
+    and the notifications are the output (see the module docstring)."""
 
     def __init__(self, config: ProgressConfig, store: StoreSpec) -> None:
         super().__init__()

@@ -41,7 +41,7 @@ element does not read it from state either.
 Outputs: fetch results (main), frontier decisions (``outcomes``), host counters (``stats``),
 requests for other keys (``discovered``: sitemaps named elsewhere) and ``acks``: the Pub/Sub
 acknowledgements whose URLs are now recorded (emitted after the bundle's table writes), and
-``batch_events``: (batch id, ``BatchEvent``) for client batch URLs the frontier decided (refused
+``batch_events``: (batch id, ``BatchEvent``s) for client batch URLs the frontier decided (refused
 at admission, ``fresh``/``cached``), also emitted after the writes that record them.
 """
 
@@ -67,7 +67,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
-from transforms.core.records import BatchEvent, FrontierWork
+from transforms.core.records import BatchEvent, FrontierWork, by_batch
 from transforms.fetchers.service import leases_paused, shared_fetch_service
 from transforms.frontier import drain
 from transforms.frontier.cells import FrontierCells
@@ -139,9 +139,9 @@ class _HostFrontierFn(beam.DoFn):
             yield beam.pvalue.TaggedOutput(ACKS_TAG,
                                            WindowedValue(token, now, (GlobalWindow(),)))
         events, self._batch_events = self._batch_events, []
-        for event in events:  # their cells are written: BatchProgress may count them
+        for item in by_batch(events):  # their cells are written: TrackBatches may count them
             yield beam.pvalue.TaggedOutput(BATCH_EVENTS_TAG, WindowedValue(
-                (event.batch_id, event), now, (GlobalWindow(),)))
+                item, now, (GlobalWindow(),)))
 
     # -- the two entry points ----------------------------------------------------------------
 
@@ -238,7 +238,7 @@ class FrontierOutputs(NamedTuple):
     stats: beam.PCollection  # HostStats
     discovered: beam.PCollection  # CrawlRequest for other keys (sitemaps named in robots.txt)
     acks: beam.PCollection  # AckToken: messages whose URLs are recorded
-    batch_events: beam.PCollection  # (batch id, BatchEvent): batch URLs decided here
+    batch_events: beam.PCollection  # (batch id, (BatchEvent, ...)): batch URLs decided here
 
 
 class HostFrontier(beam.PTransform):

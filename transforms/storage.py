@@ -8,7 +8,8 @@ The DoFn buffers a bundle's rows and writes them with the store's blocking ``Mut
 end of the bundle or every ``flush_rows`` rows, then deletes the index entries and releases the
 acknowledgements: the transform's output, for ``transforms.acks.AcknowledgeMessages``. A client
 batch URL's outcome cells go to the batches table in the same write, and its ``BatchEvent``s
-come out after it (``RowsWritten.batch_events``, keyed by batch id).
+come out after it (``RowsWritten.batch_events``: one element per batch per write, keyed by batch
+id, so a busy sink adds an element per batch, not per URL, to the runner's queues).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
-from transforms.core.records import AckToken, BatchEvent
+from transforms.core.records import AckToken, BatchEvent, by_batch
 from transforms.formats.batch_rows import outcome_rows
 from transforms.formats.row_writes import RowWrite
 from transforms.formats.rows import Row
@@ -78,8 +79,8 @@ class _WriteRowsFn(beam.DoFn):
             self._store.write_rows(self._table, self._rows)
         self._rows_written.inc(len(self._rows))
         out: list[Any] = list(self._tokens)
-        out += [beam.pvalue.TaggedOutput(BATCH_EVENTS_TAG, (e.batch_id, e))
-                for e in self._events]
+        out += [beam.pvalue.TaggedOutput(BATCH_EVENTS_TAG, item)
+                for item in by_batch(self._events)]
         self._rows, self._deletes, self._tokens, self._events = [], [], [], []
         return out
 
@@ -89,7 +90,7 @@ BATCH_EVENTS_TAG = "batch_events"
 
 class RowsWritten(NamedTuple):
     tokens: beam.PCollection  # AckToken: what waited for the rows, once they are durable
-    batch_events: beam.PCollection  # (batch id, BatchEvent) of the rows' batch URLs
+    batch_events: beam.PCollection  # (batch id, (BatchEvent, ...)) of the rows' batch URLs
 
 
 class WriteRows(beam.PTransform):

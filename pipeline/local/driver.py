@@ -36,6 +36,7 @@ from pipeline.local import tuning as local_tuning
 from pipeline.ops.status import host_busy, running_batches
 from pipeline.options import CrawlerOptions
 from pipeline.settings import CrawlSettings
+from transforms.batch_progress import outcomes_counted
 from transforms.core.records import HostStats
 from transforms.fetchers import service as fetch_service
 from transforms.formats.schema import HOST_FAMILY, PENDING_COLUMN
@@ -251,7 +252,7 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
     waiter.start()
     started = time.time()
     tty = out.isatty()
-    last_snapshot: tuple[int, ...] | None = None
+    last_snapshot: tuple[tuple[int, ...], int, int] | None = None
     last_change = started
     last_print = 0.0
     # pages/s over the last RATE_WINDOW seconds: hosts report per lease, so an instantaneous
@@ -285,7 +286,9 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
             out.write(("\r" + line) if tty else (line + "\n"))
             out.flush()
             last_print = now
-        snapshot = totals.snapshot()
+        # Rows still to write and batch outcomes still to count are progress too: after the
+        # last fetch the sinks and the batch tracker may still be catching up.
+        snapshot = (totals.snapshot(), drain.unsettled(), outcomes_counted())
         if snapshot != last_snapshot:
             last_snapshot, last_change = snapshot, now
         if settings.max_pages and totals["fetched"] >= settings.max_pages:

@@ -47,7 +47,7 @@ def test_the_benchmark_crawls_both_ways_and_every_batch_is_done_and_notified(tmp
     assert r["urls"] == 80
     for mode in ("plain", "batches"):
         run = r["runs"][mode]
-        assert run["exit_code"] == 0, mode
+        assert run["exit_code"] == 0 and run["stop_reason"].startswith("idle"), mode
         assert run["pages"] == run["unique_urls"] == 80, mode  # each URL once, no duplicate
         assert run["pages_per_s"] > 0 and run["crawler_cpu_s"]["total"] > 0, mode
         assert run["cpu_samples"] and run["peak_rss_mb"] > 0, mode
@@ -57,8 +57,11 @@ def test_the_benchmark_crawls_both_ways_and_every_batch_is_done_and_notified(tmp
         assert batch["state"] == "done" and batch["outcomes"] == {"fetched": 20}, batch
         assert batch["done_at"] and batch["notified_at"] >= batch["last_url_at"], batch
         assert batch["notification_latency_s"] >= 0, batch
+        assert batch["transitions"]["done"] == batch["notified_at"], batch
     assert s["notification_latency_s"]["max"] >= s["notification_latency_s"]["median"] >= 0
-    assert s["cpu_per_url_ratio"] > 0 and s["pages_per_s_ratio"] > 0
+    # At 80 URLs the CPU ratio is noise (run minus the plain run's fixed cost can go below
+    # zero); the smoke run checks that it is computed, the benchmark's scale gives its value.
+    assert isinstance(s["cpu_per_url_ratio"], float) and s["pages_per_s_ratio"] > 0
     assert set(s["crawler_cpu_ms_per_url"]) == {"plain", "batches"}
     assert isinstance(s["goal_met"], bool) and s["goal"] == 1.10
     assert "batch overhead" in capsys.readouterr().out

@@ -68,8 +68,8 @@ def test_a_batch_urls_outcome_is_written_with_its_row_and_then_comes_out_as_an_e
     with TestPipeline() as p:
         written = p | beam.Create([fetch_write(result)]) | WriteRows(
             MemoryStoreSpec(name), WEBTABLE, webtable=True)
-        assert_that(written.batch_events | beam.Map(lambda kv: (kv[0], kv[1].url,
-                                                               kv[1].outcome, kv[1].http_status)),
+        assert_that(written.batch_events | beam.FlatMap(lambda kv: [
+            (kv[0], e.url, e.outcome, e.http_status) for e in kv[1]]),
                     equal_to([("batch-1", url, "not_stored", 404),
                               ("batch-2", url, "not_stored", 404)]))
     assert store.latest(store.webtable, row_key(url))["b"] == {"batch-1": "not_stored",

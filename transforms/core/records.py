@@ -158,6 +158,14 @@ class BatchEvent(NamedTuple):
     detail: str = ""
 
 
+def by_batch(events: list[BatchEvent]) -> list[tuple[str, tuple[BatchEvent, ...]]]:
+    """``events`` grouped by batch id, in first-seen order: one element per batch."""
+    groups: dict[str, list[BatchEvent]] = {}
+    for event in events:
+        groups.setdefault(event.batch_id, []).append(event)
+    return [(batch_id, tuple(group)) for batch_id, group in groups.items()]
+
+
 class BatchWake(NamedTuple):
     """Asks a batch's progress key to read its row again (``transforms.wake``: a new job)."""
 
