@@ -172,7 +172,7 @@ def cpu_ms_per_page(hits: Sequence[Hit], samples: Sequence[tuple[float, float, f
     return out
 
 
-def _crawler(state: Path, *args: str) -> list[str]:
+def crawler_command(state: Path, *args: str) -> list[str]:
     return [str(Path(sys.executable).with_name("crawler")), "--state-dir", str(state), *args]
 
 
@@ -181,7 +181,7 @@ def _flags(policy: Path) -> list[str]:
             "--warc_roll_seconds=2", "--max_seen_per_host=4000000", f"--policy={policy}"]
 
 
-def _run(cmd: list[str], log: Path, timeout: float, state: Path
+def run_sampled(cmd: list[str], log: Path, timeout: float, state: Path
          ) -> tuple[int, ProcessSampler]:
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=REPO,
@@ -232,8 +232,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         key = base.split("//", 1)[1]
         seed = base + "/p/0"
         started = time.time()
-        code, rss = _run(_crawler(state, "crawl", seed, f"--max_pages={pages}", *_flags(policy)),
-                         work / "first.log", timeout=3600, state=state)
+        first_run = crawler_command(state, "crawl", seed, f"--max_pages={pages}",
+                                    *_flags(policy))
+        code, rss = run_sampled(first_run, work / "first.log", timeout=3600, state=state)
         first = [h for h in servers.hits() if h.method == "GET"]
         cells = _host_cells(state, key)
         # A second job on the same tables, its state empty: the host is woken and rebuilt.
@@ -243,11 +244,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         stack = load_local_stack(state)
         assert stack is not None
         with stack.activate():
-            code2, rss2 = _run(_crawler(state, "run", f"--max_pages={pages + args.resume_pages}",
-                                        *_flags(policy)), work / "second.log", timeout=1800,
-                                  state=state)
+            second_run = crawler_command(state, "run",
+                                         f"--max_pages={pages + args.resume_pages}",
+                                         *_flags(policy))
+            code2, rss2 = run_sampled(second_run, work / "second.log", timeout=1800,
+                                      state=state)
         second = [h for h in servers.hits() if h.method == "GET" and h.start >= resumed]
-        subprocess.run(_crawler(state, "local", "down"), capture_output=True, cwd=REPO)
+        subprocess.run(crawler_command(state, "local", "down"), capture_output=True, cwd=REPO)
     fetched = len([h for h in first if h.path != "/robots.txt"])
     rates = deciles(first)
     crawler_cpu = cpu_ms_per_page(first, rss.samples, 2)

@@ -48,9 +48,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from benchmarks.backlog import _crawler as crawler_command
-from benchmarks.backlog import _run as run_sampled
-from benchmarks.backlog import page
+from benchmarks.backlog import crawler_command, page, run_sampled
 from pipeline.demo.exchange import Hit, Reply, RequestView
 from pipeline.demo.server import LoggedServers, Respond
 from pipeline.local.stack import LocalStack, start_local_stack, stop_local_stack
