@@ -49,6 +49,7 @@ from transforms.frontier.state import (
     HeadEntry,
     InboxBatch,
 )
+from transforms.frontier.store import REVISIT_RETRY_SECONDS
 
 _LOG = logging.getLogger(__name__)
 
@@ -102,17 +103,15 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
                              hs.backoff.slow_until)
 
 
-DEFER_SECONDS = 5.0  # a batch revisit of a URL still pending asks again this much later
-
-
 def _defer(ctx: HostContext, request: CrawlRequest, entry: HeadEntry | None,
            now: float) -> None:
     """A batch's revisit of a URL whose first entry has not fetched it yet: its entry moves
-    ``DEFER_SECONDS`` later (the URL is fetched once; the batch then gets the row's answer)."""
+    ``REVISIT_RETRY_SECONDS`` later (the URL is fetched once; the batch then gets the row's
+    answer)."""
     fx = ctx.effects
     if entry is not None:
         fx.writes.index_deletes.append(ctx.entry_key(entry))
-    due = now + DEFER_SECONDS
+    due = now + REVISIT_RETRY_SECONDS
     fx.writes.index_puts.append(ctx.index_entry(request, due))
     ctx.state.next_eligible_at = _earliest(ctx.state.next_eligible_at, due)
     ctx.counters["batch_revisits_deferred"] += 1

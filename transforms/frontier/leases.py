@@ -172,12 +172,12 @@ def plan_lease(requests: Sequence[CrawlRequest], records: Mapping[str, UrlRecord
                 skipped.append((request, f"revisit of a URL still {current}"))
             continue
         if request.batches:
-            if cached_for_batch(record, request.cache_hours, now):
+            if fresh_in_row(record, request.cache_hours, now):
                 fresh.append((request, record))
             else:
                 fetch.append(_conditional(request, record))
             continue
-        if request.revisit == REVISIT_RESUBMIT and cached_for_batch(record, None, now):
+        if request.revisit == REVISIT_RESUBMIT and fresh_in_row(record, None, now):
             fresh.append((request, record))
             continue
         if (request.revisit == REVISIT_LASTMOD and record.fetched_at is not None
@@ -192,10 +192,11 @@ CACHEABLE = frozenset({status.FETCHED, status.NOT_MODIFIED, status.NOT_STORED, s
                        status.FRESH})
 
 
-def cached_for_batch(record: UrlRecord, cache_hours: float | None, now: float) -> bool:
-    """Whether a batch is answered from ``record`` without a request: a successful response
-    (2xx/3xx) younger than ``cache_hours``, or, without one, still fresh by its own caching
-    headers (``s:next_fetch``)."""
+def fresh_in_row(record: UrlRecord, cache_hours: float | None, now: float) -> bool:
+    """Whether a resubmitted URL (a client batch's, or a plain seed's) is answered from
+    ``record`` without a request: a successful response (2xx/3xx) younger than
+    ``cache_hours``, or, without one, still fresh by its own caching headers
+    (``s:next_fetch``). Errors have no freshness."""
     if record.status not in CACHEABLE or record.fetched_at is None:
         return False
     if record.http_status is not None and record.http_status >= 400:

@@ -171,6 +171,8 @@ class FrontierStore(Protocol):
         ...
 
 
+# A client batch's revisit of a URL still in flight (in the head, out in a lease, or not yet
+# written) is looked at again this much later: by the index read, and by a deferred entry.
 REVISIT_RETRY_SECONDS = 5.0
 
 

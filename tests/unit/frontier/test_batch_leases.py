@@ -1,5 +1,5 @@
 """How a lease decides a client batch's URLs from their webtable rows
-(``transforms.frontier.leases.plan_lease`` and ``cached_for_batch``): a recent success is the
+(``transforms.frontier.leases.plan_lease`` and ``fresh_in_row``): a recent success is the
 batch's ``cached``, an old one is fetched again conditionally, an error never is cached, and a
 URL still pending is deferred for a batch (skipped for a plain resubmission)."""
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 
 from transforms.core.records import REVISIT_RESUBMIT, CrawlRequest, UrlRecord
-from transforms.frontier.leases import LeasePlan, cached_for_batch, plan_lease
+from transforms.frontier.leases import LeasePlan, fresh_in_row, plan_lease
 
 URL = "https://site.example/page"
 NOW = 1_000_000.0
@@ -46,7 +46,7 @@ def test_a_success_younger_than_the_cache_time_is_the_batch_cached_answer():
     plan = plan_one(batch_request(24.0), row)
     assert decision(plan) == "fresh"
     assert plan.fresh == ((batch_request(24.0), row),)
-    assert cached_for_batch(row, 24.0, NOW)
+    assert fresh_in_row(row, 24.0, NOW)
 
 
 def test_a_success_older_than_the_cache_time_is_fetched_conditionally():
@@ -59,7 +59,7 @@ def test_a_success_older_than_the_cache_time_is_fetched_conditionally():
     assert headers["If-None-Match"] == '"v7"'
     assert headers["If-Modified-Since"] == "Mon, 24 Nov 2025 10:00:00 GMT"
     assert fetched.batches == ("b1",) and fetched.client == "acme"  # still the batch's
-    assert not cached_for_batch(row, 24.0, NOW)
+    assert not fresh_in_row(row, 24.0, NOW)
 
 
 @pytest.mark.parametrize("status", ["not_modified", "not_stored", "redirect", "fresh"])
@@ -93,13 +93,13 @@ def test_without_a_cache_time_the_next_fetch_time_decides():
     record(status="filtered", http_status=None),
 ])
 def test_errors_have_no_cache_time_and_are_fetched_again(row):
-    assert not cached_for_batch(row, 24.0, NOW)
-    assert not cached_for_batch(row, None, NOW)
+    assert not fresh_in_row(row, 24.0, NOW)
+    assert not fresh_in_row(row, None, NOW)
     assert decision(plan_one(batch_request(24.0), row)) == "fetch"
 
 
 def test_a_success_without_a_fetch_time_is_not_cached():
-    assert not cached_for_batch(record(age_hours=None), 24.0, NOW)
+    assert not fresh_in_row(record(age_hours=None), 24.0, NOW)
 
 
 @pytest.mark.parametrize("status", ["queued", "retry_scheduled"])
