@@ -46,6 +46,7 @@ from apache_beam.metrics import Metrics
 from apache_beam.transforms.timeutil import TimeDomain
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
+from google.cloud import storage
 
 from transforms import METRICS_NAMESPACE
 from transforms.core.batches import (
@@ -278,8 +279,9 @@ class _TrackFn(beam.DoFn):
         if self._config.results_prefix:
             record = read_record(batch_id, self._store.read_row(self._config.table, batch_id))
             path = f"{self._config.results_prefix.rstrip('/')}/{batch_id}.jsonl"
-            write_results(path, record.urls if record is not None else {})
-            link = {str(k): str(v) for k, v in results_link(path).items()}
+            gcs = storage.Client() if path.startswith("gs://") else None  # one for both calls
+            write_results(path, record.urls if record is not None else {}, client=gcs)
+            link = {str(k): str(v) for k, v in results_link(path, client=gcs).items()}
         self._store.write_rows(self._config.table,
                                [state_row(batch_id, STATE_DONE, now, tally.outcomes, link)])
         return link

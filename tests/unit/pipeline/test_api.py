@@ -6,13 +6,14 @@ from __future__ import annotations
 import asyncio
 import json
 import uuid
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 
 from pipeline.api import make_app, spec_from_request
+from tests.unit.pipeline.publishing import Published
 from transforms.core.batches import MAX_BATCH_URLS, BatchError, BatchSpec, prepare_batch
 from transforms.core.clients import parse_clients
 from transforms.core.records import BatchEvent
@@ -27,14 +28,6 @@ CLIENTS = parse_clients(json.dumps({"clients": {
     "globex": {"token": "globex-token", "secret": "s2"}}}))
 ACME = {"Authorization": "Bearer acme-token"}
 GLOBEX = {"Authorization": "Bearer globex-token"}
-
-
-class Published:
-    def __init__(self) -> None:
-        self.messages: list[tuple[bytes, dict[str, str]]] = []
-
-    def __call__(self, data: bytes, attributes: Mapping[str, str]) -> None:
-        self.messages.append((data, dict(attributes)))
 
 
 @pytest.fixture

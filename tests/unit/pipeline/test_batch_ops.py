@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from pipeline.ops.batches import (
     list_batches,
     submit_batch,
 )
+from tests.unit.pipeline.publishing import Published
 from transforms.core.batches import MAX_BATCH_URLS, BatchError, BatchSpec, prepare_batch
 from transforms.core.records import BatchEvent
 from transforms.formats.batch_messages import decode_batch
@@ -38,16 +38,6 @@ from transforms.formats.schema import BATCHES_TABLE
 from transforms.stores.memory import MemoryFrontierStore, memory_store
 
 T0 = 1_780_000_000.0
-
-
-class Published:
-    """A publisher that keeps what it was given."""
-
-    def __init__(self) -> None:
-        self.messages: list[tuple[bytes, dict[str, str]]] = []
-
-    def __call__(self, data: bytes, attributes: Mapping[str, str]) -> None:
-        self.messages.append((data, dict(attributes)))
 
 
 @pytest.fixture
