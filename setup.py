@@ -18,7 +18,10 @@ setup(
         "google-cloud-bigtable>=2.20",
         "google-cloud-storage>=2.10",
         "google-cloud-pubsub>=2.18",
-        "datasketch>=1.6",
+        "datasketch>=2.0",  # MinHash(scheme=...)
+        "mmh3>=4",  # MinHash word hashes (a Beam dependency too)
+        "numpy>=1.24",  # MinHash signatures, vectorized
+        "pyarrow>=14,<26",  # Parquet exports; Beam 2.77 requires <26
         "aioftp>=0.22",
         "pyyaml>=6",
     ],

@@ -6,11 +6,16 @@
       WakePendingKeys        at the start of a job: keys with work pending in the tables
       -> HostFrontier        politeness, robots.txt, dedup, leases that fetch; writes its
                              decisions (``queued`` rows, the frontier index) itself
-      -> ExtractLinks        HTML -> title, outlinks; cross-host redirects
-      -> PublishLinks        the links, by host, to the Pub/Sub frontier topic (the loop);
-                             only then the results they came from move on
-      -> WriteWarc           pages -> WARC/1.1 files on GCS
+      -> ExtractLinks        HTML -> title, previews, main text, outlinks, MinHash signature;
+                             cross-host redirects
+      -> DetectDuplicates    keyed by content digest: duplicate_of, WARC revisits, a
+                             duplicate's links dropped, DUST evidence for the frontier
+      -> PublishLinks        the links (and DUST evidence), by host, to the Pub/Sub frontier
+                             topic (the loop); only then the results they came from move on
+      -> WriteWarc           pages -> WARC/1.1 files on GCS (revisit records for duplicates)
       -> webtable rows (pages, unstored fetches) -> Bigtable, then their index entries deleted
+      -> FindNearDuplicates  keyed by MinHash LSH band: near_duplicate_of -> webtable
+      -> WriteExports        pages, outcomes, near duplicates -> Hive-partitioned Parquet
       -> host counters -> Bigtable
       -> TrackBatches        batch URLs' outcomes (once their cells are written), keyed by batch
                              id: counts, milestones, done, notifications topic and webhooks
@@ -36,13 +41,17 @@ from transforms.batch_intake import TakeInBatches
 from transforms.batch_progress import ProgressConfig, TrackBatches, secrets_of
 from transforms.core.clients import parse_clients
 from transforms.core.records import Discovered
+from transforms.duplicates import DetectDuplicates
+from transforms.exports import WriteExports
 from transforms.extract import ExtractLinks
+from transforms.formats.exports import export_rows
 from transforms.formats.row_writes import dead_letter_write, fetch_write, page_write
-from transforms.formats.rows import host_row
+from transforms.formats.rows import host_row, near_duplicate_row
 from transforms.frontier.store import StoreSpec
 from transforms.host_frontier import HostFrontier
 from transforms.ingest import ReadCrawlRequests
 from transforms.loop import Publish, PublishLinks
+from transforms.near_duplicates import FindNearDuplicates
 from transforms.pubsub_source import PullFromPubSub
 from transforms.storage import WriteRows
 from transforms.stores.bigtable import BigtableStoreSpec
@@ -68,7 +77,8 @@ def store_spec(settings: CrawlSettings) -> BigtableStoreSpec:
     """Where the crawl's tables are."""
     return BigtableStoreSpec(settings.project, settings.bigtable_instance, settings.webtable,
                              settings.hosts_table, settings.frontier_table,
-                             settings.deadletter_table)
+                             settings.deadletter_table, settings.batches_table,
+                             settings.dedup_table)
 
 
 class CrawlCore(beam.PTransform):
@@ -96,7 +106,9 @@ class CrawlCore(beam.PTransform):
         frontier = work | "HostFrontier" >> HostFrontier(frontier_config, self._store)
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
             frontier_config.robots_agent, frontier_config.fetch.max_body_bytes)
-        discovered = ((extract.discovered,
+        judged = extract.discovered | "DetectDuplicates" >> DetectDuplicates(
+            self._store, crawler.dedup_table, crawler.follow_duplicate_links)
+        discovered = ((judged,
                        frontier.discovered | "OtherKeysSitemaps" >> beam.Map(
                            lambda request: Discovered((request,), None)))
                       | "AllDiscoveredRequests" >> beam.Flatten())
@@ -147,6 +159,16 @@ def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
     _ = ((outputs.batch_events, webtable.batch_events, running)
          | "AllBatchEvents" >> beam.Flatten().with_output_types(tuple[str, Any])
          | "TrackBatches" >> TrackBatches(progress_config(crawler), store))
+    near = outputs.stored | "FindNearDuplicates" >> FindNearDuplicates(
+        store, crawler.dedup_table, crawler.near_duplicate_threshold)
+    _ = (near | "NearDuplicateRows" >> beam.Map(near_duplicate_row)
+         | "WriteNearDuplicates" >> WriteRows(store, crawler.webtable))
+    exports = crawler.exports_prefix()
+    if exports:
+        _ = ((outputs.stored, outputs.unstored, outputs.outcomes, near)
+             | "AllExported" >> beam.Flatten()
+             | "ExportRows" >> beam.FlatMap(export_rows)
+             | "WriteExports" >> WriteExports(exports, crawler.export_roll_seconds))
     _ = (outputs.stats | "HostRows" >> beam.Map(host_row)
          | "WriteHosts" >> WriteRows(store, crawler.hosts_table))
     letters_recorded = (outputs.dead_letters | "DeadLetterRows" >> beam.Map(dead_letter_write)

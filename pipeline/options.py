@@ -17,6 +17,7 @@ from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.formats.schema import (
     BATCHES_TABLE,
     DEADLETTER_TABLE,
+    DEDUP_TABLE,
     DEFAULT_INSTANCE,
     FRONTIER_TABLE,
     HOSTS_TABLE,
@@ -86,6 +87,23 @@ class CrawlerOptions(PipelineOptions):
         _flag(parser, "batches_table", default=BATCHES_TABLE,
               help="Bigtable table with one row per client batch: its record, each URL's "
                    f"outcome and its notifications (default: {BATCHES_TABLE}).")
+        _flag(parser, "dedup_table", default=DEDUP_TABLE,
+              help="Bigtable table of content digests and MinHash LSH buckets: duplicate and "
+                   f"near-duplicate detection's memory (default: {DEDUP_TABLE}).")
+        _flag(parser, "follow_duplicate_links", nargs="?", const=True, type=parse_bool,
+              default=False,
+              help="Follow the links of a page whose content duplicates another URL's "
+                   "(default: false: a mirror's links are the original's).")
+        _flag(parser, "near_duplicate_threshold", type=float, default=0.9,
+              help="Estimated Jaccard similarity of word shingles at or above which a page is "
+                   "recorded as a near duplicate of an earlier one (default: 0.9).")
+        _flag(parser, "export_prefix", default=None,
+              help="Where the analysts' Parquet exports go (pages, outcomes, near_duplicates, "
+                   "Hive-partitioned by dt and hour), e.g. gs://my-bucket/exports; 'none' "
+                   "turns them off (default: an exports folder beside --warc_prefix).")
+        _flag(parser, "export_roll_seconds", type=float, default=60.0,
+              help="Write the export files at most this many seconds after their first row "
+                   "(default: 60).")
         _flag(parser, "notifications_topic", default=None,
               help="Pub/Sub topic that batch notifications (milestones, done) are published "
                    "to, e.g. projects/my-project/topics/notifications (default: none).")

@@ -32,6 +32,11 @@ class CrawlSettings:
     hosts_table: str
     deadletter_table: str
     batches_table: str
+    dedup_table: str
+    follow_duplicate_links: bool
+    near_duplicate_threshold: float
+    export_prefix: str | None
+    export_roll_seconds: float
     notifications_topic: str | None
     batch_results_prefix: str | None
     clients_file: str | None
@@ -105,3 +110,14 @@ class CrawlSettings:
         if self.batch_results_prefix:
             return self.batch_results_prefix
         return f"{self.warc_prefix.rstrip('/')}/batches" if self.warc_prefix else ""
+
+    def exports_prefix(self) -> str:
+        """Where the Parquet exports go: ``--export_prefix``, else an ``exports`` folder beside
+        ``--warc_prefix`` (``gs://b/warc`` -> ``gs://b/exports``); "" when turned off."""
+        if self.export_prefix:
+            return "" if self.export_prefix.lower() == "none" else self.export_prefix
+        warc = self.warc_prefix.rstrip("/") if self.warc_prefix else ""
+        if not warc:
+            return ""
+        parent = warc.rsplit("/", 1)[0] if "/" in warc.split("://", 1)[-1] else warc
+        return f"{parent}/exports"

@@ -1,4 +1,5 @@
-"""``ExtractLinks``: fetched HTML -> parsed pages (title, outlinks) and the links to crawl next.
+"""``ExtractLinks``: fetched HTML -> parsed pages (title, outlinks, the analysts' content) and
+the links to crawl next.
 
 The work is ``transforms.core.extraction`` (HTML through ``transforms.core.links``, selectolax):
 it decodes the body's content-coding, canonicalizes links and applies page-level robots
@@ -10,6 +11,11 @@ of the frontier, ``noindex`` marks the page (stored, not exported for indexing).
 nofollow, enqueued. Cross-host redirects become requests so they go back through the frontier.
 A fetched sitemap (``transforms.core.sitemap_links``) yields its child sitemaps or pages and a row
 with its summary; it is not stored.
+
+Every decoded page also gets its ``PageContent`` (``transforms.core.page_content``: preview,
+main text, word count, outlinks with anchor text, text digest, MinHash signature) from the same
+parse; the counters ``pages_with_text`` and ``pages_text_truncated`` and the distributions
+``text_words`` and ``page_outlinks`` show what the crawl's pages hold.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from transforms.core.records import (
     CrawlRequest,
     Discovered,
     FetchResult,
+    PageContent,
 )
 
 
@@ -53,6 +60,10 @@ class _ExtractFn(beam.DoFn):
         self._sitemap_urls = Metrics.counter(METRICS_NAMESPACE, "sitemap_urls")
         self._sitemap_out_of_scope = Metrics.counter(METRICS_NAMESPACE, "sitemap_out_of_scope")
         self._undecodable = Metrics.counter(METRICS_NAMESPACE, "bodies_undecodable")
+        self._with_text = Metrics.counter(METRICS_NAMESPACE, "pages_with_text")
+        self._text_truncated = Metrics.counter(METRICS_NAMESPACE, "pages_text_truncated")
+        self._text_words = Metrics.distribution(METRICS_NAMESPACE, "text_words")
+        self._page_outlinks = Metrics.distribution(METRICS_NAMESPACE, "page_outlinks")
 
     def process(self, result: FetchResult) -> Iterator[Discovered]:
         if result.request.kind in SITEMAP_KINDS and result.body is not None:
@@ -77,9 +88,19 @@ class _ExtractFn(beam.DoFn):
             self._nofollow.inc()
         if page.noindex:
             self._noindex.inc()
+        if page.content is not None:
+            self._count_content(page.content)
         links += requests
         self._links.inc(len(links))
         yield Discovered(tuple(links), page)
+
+    def _count_content(self, content: PageContent) -> None:
+        self._text_words.update(content.word_count)
+        self._page_outlinks.update(len(content.outlinks))
+        if content.word_count:
+            self._with_text.inc()
+        if content.text_truncated:
+            self._text_truncated.inc()
 
     def _sitemap(self, result: FetchResult) -> Discovered:
         """A fetched sitemap: its child sitemaps or pages for the frontier, and its row with a

@@ -160,7 +160,7 @@ class _HostFrontierFn(beam.DoFn):
         cells = FrontierCells(host_state, robots_state, head_state, arrivals_state, inbox_state,
                               seen_state, seen_frozen_state)
         core = cells.core(self._config, key)
-        effects = core.on_element(work.requests, work.tokens, now)
+        effects = core.on_element(work.requests, work.tokens, now, work.rules)
         yield from self._carry_out(key, core, effects, cells, timer, now)
 
     @on_timer(LEASE_TIMER)

@@ -22,10 +22,10 @@ from apache_beam.typehints import typehints
 from transforms import METRICS_NAMESPACE
 from transforms.core.batches import BatchError
 from transforms.core.policy import DEFAULT_POLICY, Policy
-from transforms.core.records import AckToken, BatchSubmission, DeadLetter
+from transforms.core.records import AckToken, BatchSubmission, CrawlRequest, DeadLetter, UrlRule
 from transforms.core.url_keys import key_requests
 from transforms.formats.batch_messages import decode_batch_message, is_batch
-from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_requests, is_heartbeat
+from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_message, is_heartbeat
 from transforms.host_frontier import FrontierWork
 
 DEAD_LETTER_TAG = "dead_letter"
@@ -70,7 +70,7 @@ class _DecodeAndKeyFn(beam.DoFn):
             yield from self._batch(data, ack_id, now)
             return
         try:
-            requests = decode_requests(message.data, attributes)
+            requests, evidence = decode_message(message.data, attributes)
         except BadMessage as exc:
             self._bad_messages.inc()
             yield beam.pvalue.TaggedOutput(DEAD_LETTER_TAG, DeadLetter(
@@ -80,12 +80,15 @@ class _DecodeAndKeyFn(beam.DoFn):
         self._urls.inc(len(requests))
         by_host, invalid = key_requests(requests, self._policy)
         self._invalid.inc(len(invalid))
+        rules = self._rules_by_key(evidence)
         letters = [DeadLetter("canonicalize", reason, url.encode("utf-8", "replace"), now)
                    for url, reason in invalid]
-        parts = len(by_host) + (1 if letters else 0)
-        for part, (host, host_requests) in enumerate(by_host.items()):
+        keys = list(dict.fromkeys([*by_host, *rules]))
+        parts = len(keys) + (1 if letters else 0)
+        for part, host in enumerate(keys):
             tokens = (AckToken(ack_id, part, parts),) if ack_id else ()
-            yield host, FrontierWork(tuple(host_requests), tokens)
+            yield host, FrontierWork(tuple(by_host.get(host, ())), tokens,
+                                     tuple(rules.get(host, ())))
         for i, letter in enumerate(letters):
             if ack_id and i == len(letters) - 1:  # the last row of the part carries its token
                 letter = dataclasses.replace(letter, tokens=(AckToken(ack_id, parts - 1,
@@ -94,6 +97,16 @@ class _DecodeAndKeyFn(beam.DoFn):
         if not parts and ack_id:  # an empty message: nothing to wait for
             yield beam.pvalue.TaggedOutput(ACKS_TAG, AckToken(ack_id, 0, 1))
 
+
+    def _rules_by_key(self, evidence: list[tuple[str, UrlRule, str]]
+                      ) -> dict[str, list[tuple[UrlRule, str]]]:
+        """DUST evidence by the frontier key of the URL that showed it."""
+        out: dict[str, list[tuple[UrlRule, str]]] = {}
+        for url, rule, digest in evidence:
+            keyed, _ = key_requests([CrawlRequest(url)], self._policy)
+            for key in keyed:
+                out.setdefault(key, []).append((rule, digest))
+        return out
 
     def _batch(self, data: bytes, ack_id: str | None, now: float) -> Iterator[Any]:
         """A client batch message: on to the intake, keyed by batch id (a message that is not

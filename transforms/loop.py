@@ -28,7 +28,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
 from transforms.core.records import Discovered, FetchResult, ParsedPage
-from transforms.formats.messages import Message, host_messages
+from transforms.formats.messages import Message, evidence_messages, host_messages
 from transforms.stores.pubsub import PubsubPublisher
 
 PAGES_TAG = "pages"
@@ -74,6 +74,7 @@ class _PublishThenReleaseFn(beam.DoFn):
     def _flush(self) -> list[tuple[str, Any]]:
         waiting, self._waiting, self._count = self._waiting, [], 0
         messages = host_messages(link for item in waiting for link in item.links)
+        messages += evidence_messages(rule for item in waiting for rule in item.rules)
         if messages:
             self._publish(messages)
             self._messages.inc(len(messages))

@@ -5,6 +5,9 @@ when the buffered bodies reach ``roll_bytes`` or ``roll_seconds`` after the firs
 whichever comes first. The file is written and closed before any page's location is emitted, so a
 webtable row never points at bytes that are not durable. Files go through Beam's ``FileSystems``:
 ``gs://`` in production (and on the local GCS emulator), a local directory in tests.
+
+A page with ``revisit`` set (an exact payload duplicate of an earlier capture, found by the dedup
+stage) is written as a ``revisit`` record: its HTTP headers only, pointing at the original.
 """
 
 from __future__ import annotations
@@ -60,6 +63,7 @@ class _WarcRollFn(beam.DoFn):
     def setup(self) -> None:
         self._files = Metrics.counter(METRICS_NAMESPACE, "warc_files")
         self._records = Metrics.counter(METRICS_NAMESPACE, "warc_records")
+        self._revisits = Metrics.counter(METRICS_NAMESPACE, "warc_revisit_records")
         self._bytes = Metrics.counter(METRICS_NAMESPACE, "warc_bytes")
 
     def process(self, element: tuple[str, ParsedPage],
@@ -67,8 +71,9 @@ class _WarcRollFn(beam.DoFn):
                 seq=beam.DoFn.StateParam(SEQ), armed=beam.DoFn.StateParam(ARMED),
                 flush=beam.DoFn.TimerParam(FLUSH)) -> Iterator[StoredPage]:
         shard, page = element
-        pages.add(page)
-        buffered_bytes = (size.read() or 0) + len(page.fetch.body or b"")
+        # A revisit stores no payload, so its body need not sit in state until the flush.
+        pages.add(_without_body(page) if page.revisit is not None else page)
+        buffered_bytes = (size.read() or 0) + _stored_bytes(page)
         size.write(buffered_bytes)
         if buffered_bytes >= self._roll_bytes:
             yield from self._write(int(shard), pages, size, seq)
@@ -94,7 +99,7 @@ class _WarcRollFn(beam.DoFn):
         seq.write(number)
         path = warc_filename(self._prefix, shard, number, time.time())
         builder = WarcFileBuilder(path.rsplit("/", 1)[-1], SOFTWARE)
-        placed = [(page, builder.add(page.fetch)) for page in buffered]
+        placed = [(page, builder.add(page.fetch, revisit=page.revisit)) for page in buffered]
         data = builder.getvalue()
         # UNCOMPRESSED: the records are gzip members already; ".gz" must not gzip the file again.
         with FileSystems.create(path, mime_type="application/warc",
@@ -102,12 +107,21 @@ class _WarcRollFn(beam.DoFn):
             out.write(data)
         self._files.inc()
         self._records.inc(len(placed))
+        self._revisits.inc(sum(page.revisit is not None for page in buffered))
         self._bytes.inc(len(data))
         _LOG.info("warc file written", extra={"path": path, "records": len(placed),
                                               "bytes": len(data)})
         for page, (offset, length) in placed:
-            yield StoredPage(dataclasses.replace(page, fetch=page.fetch.without_body()),
-                             WarcLocation(path, offset, length))
+            yield StoredPage(_without_body(page), WarcLocation(path, offset, length))
+
+
+def _without_body(page: ParsedPage) -> ParsedPage:
+    return dataclasses.replace(page, fetch=page.fetch.without_body())
+
+
+def _stored_bytes(page: ParsedPage) -> int:
+    """The payload bytes a page adds to the file: none for a revisit, which stores no body."""
+    return 0 if page.revisit is not None else len(page.fetch.body or b"")
 
 
 class WriteWarc(beam.PTransform):

@@ -6,8 +6,8 @@ import argparse
 import sys
 from typing import Any
 
-from pipeline.cli.common import add_table_flags, bigtable_target
-from transforms.formats.schema import HOSTS_TABLE, WEBTABLE
+from pipeline.cli.common import add_table_flags, bigtable_target, use_local_stack
+from transforms.formats.schema import DEFAULT_INSTANCE, HOSTS_TABLE, WEBTABLE
 
 
 def register(sub: Any) -> None:
@@ -42,6 +42,10 @@ def register(sub: Any) -> None:
     explain.add_argument("--priority", type=int, default=0,
                          help="request priority (default: 0)")
     explain.add_argument("--json", action="store_true", help="print one JSON object")
+    explain.add_argument("--project", help="the crawl's project, for the rules its hosts "
+                         "learned (default: the local stack's, if it is up)")
+    explain.add_argument("--instance", help="Bigtable instance (default: the local stack's)")
+    explain.add_argument("--hosts-table", default=HOSTS_TABLE)
     explain.set_defaults(handler=cmd_explain)
 
 
@@ -75,7 +79,14 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_explain(args: argparse.Namespace) -> int:
     from pipeline.ops.explain import run_explain
+    from pipeline.ops.learned_rules import hosts_table_rules
 
+    rules_of = None
+    stack = use_local_stack(args)
+    if args.project or stack is not None:  # a crawl to ask: the rules its hosts learned
+        project = args.project or (stack.project if stack else "")
+        rules_of = hosts_table_rules(project, args.instance or (
+            stack.instance if stack else DEFAULT_INSTANCE), args.hosts_table)
     return run_explain(args.url, policy_file=args.policy, robots_file=args.robots_file,
                        user_agent=args.user_agent, depth=args.depth, priority=args.priority,
-                       as_json=args.json)
+                       as_json=args.json, rules_of=rules_of)

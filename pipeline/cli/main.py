@@ -13,6 +13,8 @@
     crawler submit --client C URL... a client batch (at most 10,000 URLs); prints its id
     crawler batch status ID | ls     a batch's progress by outcome and ETA; the batches
     crawler api --clients FILE       the batch API over HTTP (bearer token per client)
+    crawler export --out PATH        the webtable as Parquet/JSON Lines files (a batch job)
+    crawler search "QUERY"           full-text search over the exported pages (ranked, snippets)
 
 One module per command group (``local``, ``run``, ``inspect``, ``provision``, ``batches``),
 each with a ``register(subparsers)`` that adds its commands and their handlers.
@@ -24,7 +26,7 @@ import argparse
 import logging
 import sys
 
-from pipeline.cli import batches, inspect, local, provision
+from pipeline.cli import batches, export, inspect, local, provision, search
 from pipeline.cli import run as running
 from pipeline.local.stack import LocalStackError
 
@@ -36,7 +38,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: $CRAWLER_HOME or ./.crawler)")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     sub = parser.add_subparsers(dest="command", required=True)
-    for group in (local, running, inspect, provision, batches):
+    for group in (local, running, inspect, provision, batches, export, search):
         group.register(sub)
     return parser
 

@@ -38,6 +38,7 @@ from pipeline.options import CrawlerOptions
 from pipeline.settings import CrawlSettings
 from transforms.batch_progress import outcomes_counted
 from transforms.core.records import HostStats
+from transforms.exports import unwritten_rows
 from transforms.fetchers import service as fetch_service
 from transforms.formats.schema import HOST_FAMILY, PENDING_COLUMN
 from transforms.frontier import drain
@@ -221,7 +222,8 @@ def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:
     limit = time.monotonic() + timeout
     steady_since = None
     while time.monotonic() < limit:
-        idle = fetch_service.leases_outstanding() == 0 and drain.unsettled() <= 0
+        idle = (fetch_service.leases_outstanding() == 0 and drain.unsettled() <= 0
+                and unwritten_rows() == 0)
         now = time.monotonic()
         if not idle:
             steady_since = None
@@ -252,7 +254,7 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
     waiter.start()
     started = time.time()
     tty = out.isatty()
-    last_snapshot: tuple[tuple[int, ...], int, int] | None = None
+    last_snapshot: tuple[tuple[int, ...], int, int, int] | None = None
     last_change = started
     last_print = 0.0
     # pages/s over the last RATE_WINDOW seconds: hosts report per lease, so an instantaneous
@@ -288,7 +290,7 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
             last_print = now
         # Rows still to write and batch outcomes still to count are progress too: after the
         # last fetch the sinks and the batch tracker may still be catching up.
-        snapshot = (totals.snapshot(), drain.unsettled(), outcomes_counted())
+        snapshot = (totals.snapshot(), drain.unsettled(), outcomes_counted(), unwritten_rows())
         if snapshot != last_snapshot:
             last_snapshot, last_change = snapshot, now
         if settings.max_pages and totals["fetched"] >= settings.max_pages:
@@ -296,6 +298,7 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
             _drain()
             break
         if (totals.hosts and totals.idle and now - last_change >= settings.idle_timeout
+                and unwritten_rows() == 0  # the export files are written
                 and _no_running_batches(project, instance, settings.batches_table)):
             reason = (f"idle for {settings.idle_timeout:.0f} s (quiescent: nothing queued, nothing "
                       "in flight)")

@@ -154,6 +154,7 @@ class LocalStack:
                 f"projects/{self.project}/topics/{schema.DEFAULT_NOTIFICATIONS_TOPIC}",
             "--bigtable_instance": self.instance,
             "--warc_prefix": f"gs://{self.bucket}/warc",
+            "--export_roll_seconds": "10",  # a local run stops when idle: files come sooner
         }
         return [f"{k}={v}" for k, v in defaults.items()
                 if k.replace("-", "_") not in given] + argv

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urljoin
 
+from pipeline.ops.learned_rules import RulesOf, learned_section
 from pipeline.policy_source import load_policy_file
 from transforms.core.content import ACCEPT_ENCODING
 from transforms.core.filters import FilterResult, check_url
@@ -351,7 +352,8 @@ def fetch_robots_rules(url: str, timeout: float = ROBOTS_TIMEOUT,
 
 def run_explain(url: str, *, policy_file: str | None = None, robots_file: str | None = None,
                 user_agent: str | None = None, depth: int = 0, priority: int = 0,
-                as_json: bool = False, timeout: float = ROBOTS_TIMEOUT) -> int:
+                as_json: bool = False, timeout: float = ROBOTS_TIMEOUT,
+                rules_of: RulesOf | None = None) -> int:
     """The ``crawler explain`` command: prints the explanation of ``url``.
 
     Returns:
@@ -384,7 +386,12 @@ def run_explain(url: str, *, policy_file: str | None = None, robots_file: str | 
             robots, source = fetch_robots_rules(first.canonical, timeout,
                                                 first.user_agent), "fetched"
     e = explain(url, policy, robots, user_agent, depth, priority, now, robots_source=source)
-    print(json.dumps(explanation_dict(e)) if as_json else format_explanation(e))
+    doc, text = explanation_dict(e), format_explanation(e)
+    if rules_of is not None and e.canonical is not None and e.politeness_key is not None:
+        learned, lines = learned_section(e.canonical, rules_of(e.politeness_key))
+        doc.update(learned)
+        text += "\n" + "\n".join(lines)
+    print(json.dumps(doc) if as_json else text)
     return 0 if e.crawled else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import apache_beam as beam
+from apache_beam.metrics.metric import MetricsFilter
 from apache_beam.testing.test_pipeline import TestPipeline
 from apache_beam.testing.util import assert_that, equal_to
 
@@ -36,3 +37,26 @@ def test_extract_links_parses_pages_and_routes_everything_else():
         unstored = out.discovered | beam.Filter(lambda d: isinstance(d.item, FetchResult))
         assert_that(unstored | beam.Map(lambda d: d.item.outcome),
                     equal_to(["not_stored", OUTCOME_REDIRECT, OUTCOME_ERROR]), label="unstored")
+
+
+def test_extract_links_fills_page_content_and_counts_it():
+    long_text = " ".join(f"w{i}" for i in range(15_000))  # over the 64 KiB text cap
+    pages = [
+        fetch_result(),
+        fetch_result("http://site.example/long", body=f"<p>{long_text}</p>".encode()),
+        fetch_result("http://site.example/empty", body=b"<nav><a href=/>Home</a></nav>"),
+    ]
+    p = TestPipeline()
+    out = p | beam.Create(pages) | ExtractLinks()
+    contents = out.discovered | beam.Map(lambda d: (
+        d.item.fetch.final_url.rsplit("/", 1)[1], d.item.content.word_count,
+        d.item.content.text_truncated, len(d.item.content.outlinks)))
+    assert_that(contents, equal_to([("index.html", 6, False, 4), ("long", 15_000, True, 0),
+                                    ("empty", 0, False, 1)]))
+    result = p.run()
+    result.wait_until_finish()
+    metrics = result.metrics().query(MetricsFilter())
+    counters = {c.key.metric.name: c.committed for c in metrics["counters"]}
+    assert counters["pages_with_text"] == 2 and counters["pages_text_truncated"] == 1
+    words = {d.key.metric.name: d.committed for d in metrics["distributions"]}["text_words"]
+    assert (words.count, words.sum, words.max) == (3, 15_006, 15_000)

@@ -47,3 +47,17 @@ def test_each_part_of_a_message_carries_its_acknowledgement():
         assert_that(out.dead_letters | beam.Map(lambda d: d.tokens),
                     equal_to([(AckToken("m1", 2, 3),)]), label="dead")
         assert_that(out.acks, equal_to([AckToken("m2", 0, 1)]), label="acks")
+
+
+def test_dust_evidence_goes_to_the_key_of_the_url_that_showed_it_with_the_acknowledgement():
+    from transforms.core.records import RULE_SORT, UrlRule
+    from transforms.formats.messages import evidence_messages
+
+    rule = UrlRule("/f/", RULE_SORT)
+    (data, attrs), = evidence_messages([("https://a.example/f/?y=1&x=2", rule, "t:sha1:A")])
+    with TestPipeline() as p:
+        out = (p | beam.Create([PubsubMessage(data, {**attrs, ACK_ID_ATTRIBUTE: "m1"})])
+               | ReadCrawlRequests())
+        assert_that(out.requests | beam.MapTuple(
+            lambda key, work: (key, work.requests, work.rules, work.tokens)),
+            equal_to([("a.example", (), ((rule, "t:sha1:A"),), (AckToken("m1", 0, 1),))]))

@@ -7,7 +7,12 @@ Changed on purpose (client batches, issue 14): new steps ``Crawl/TakeInBatches``
 ``Crawl/AllDeadLetters``, ``Crawl/DecidedBatchUrls``, ``WakeRunningBatches``,
 ``AllBatchEvents``, ``TrackBatches``; ``*/MutateRows`` now has a second output (batch events),
 so its ParDo is the nested ``*/MutateRows/ParDo(_WriteRowsFn)``. A running job from before it
-is replaced (drain, then launch), not ``--update``d."""
+is replaced (drain, then launch), not ``--update``d.
+
+Changed on purpose (analysts, issue 15): new steps ``Crawl/DetectDuplicates`` (exact duplicates
+keyed by content digest, between extraction and the loop), ``FindNearDuplicates`` with its
+rows (``NearDuplicateRows``, ``WriteNearDuplicates``), and the exports (``AllExported``,
+``ExportRows``, ``WriteExports``). Jobs from before are replaced, not updated."""
 
 from __future__ import annotations
 
@@ -40,6 +45,13 @@ STEP_LABELS = [
     "Crawl/HostFrontier/ScheduleAndFetch/ParDo(_HostFrontierFn)",
     "Crawl/ExtractLinks",
     "Crawl/ExtractLinks/ParseHtml",
+    "Crawl/DetectDuplicates",
+    "Crawl/DetectDuplicates/SplitPages",
+    "Crawl/DetectDuplicates/SplitPages/ParDo(ApplyPartitionFnFn)",
+    "Crawl/DetectDuplicates/SplitPages/ParDo(ApplyPartitionFnFn)/ParDo(ApplyPartitionFnFn)",
+    "Crawl/DetectDuplicates/KeyByContent",
+    "Crawl/DetectDuplicates/JudgeContent",
+    "Crawl/DetectDuplicates/AllDiscovered",
     "Crawl/OtherKeysSitemaps",
     "Crawl/AllDiscoveredRequests",
     "Crawl/PublishLinks",
@@ -63,6 +75,18 @@ STEP_LABELS = [
     "AllBatchEvents",
     "TrackBatches",
     "TrackBatches/CountAndAnnounce",
+    "FindNearDuplicates",
+    "FindNearDuplicates/ProbeBands",
+    "FindNearDuplicates/JudgeBands",
+    "NearDuplicateRows",
+    "WriteNearDuplicates",
+    "WriteNearDuplicates/MutateRows",
+    "WriteNearDuplicates/MutateRows/ParDo(_WriteRowsFn)",
+    "AllExported",
+    "ExportRows",
+    "WriteExports",
+    "WriteExports/AssignShard",
+    "WriteExports/RollFiles",
     "HostRows",
     "WriteHosts",
     "WriteHosts/MutateRows",

@@ -29,8 +29,10 @@ MAX_LINES = 400
 
 # Third-party top-level packages each layer may import (the standard library is always allowed).
 THIRD_PARTY = {
-    "transforms.core": {"protego", "selectolax", "yaml"},
-    "transforms.formats": {"warcio"},  # transforms.formats.warc only, see below
+    # numpy, mmh3 and datasketch: MinHash signatures and LSH (transforms.core.minhash, lsh).
+    "transforms.core": {"protego", "selectolax", "yaml", "numpy", "mmh3", "datasketch"},
+    # warcio: transforms.formats.warc only, see below; pyarrow: the export schema.
+    "transforms.formats": {"warcio", "pyarrow"},
     "transforms.frontier": set(),
     "transforms.fetchers": {"aiohttp", "aiohappyeyeballs", "aioftp"},
     "transforms.stores": {"google"},

@@ -1,7 +1,9 @@
 """What extraction makes of a fetch result, in plain Python (the ``ExtractLinks`` composite runs
-it): a stored HTML page parsed into its title, links and robots directives, a sitemap into the
-requests it adds, and the requests for a page's outlinks. Bodies are decoded per their
-``Content-Encoding`` first (``transforms.core.content``), capped on the decoded size.
+it): a stored HTML page parsed into its title, links, robots directives and the analysts'
+content (``transforms.core.page_content``: preview, main text, outlinks with anchors, digest,
+signature), a sitemap into the requests it adds, and the requests for a page's outlinks. Bodies
+are decoded per their ``Content-Encoding`` first (``transforms.core.content``), capped on the
+decoded size. A page is parsed once: the links, the preview and the main text share its tree.
 """
 
 from __future__ import annotations
@@ -10,7 +12,8 @@ import dataclasses
 
 from transforms.core.content import Decoded, decode_body, header
 from transforms.core.digests import digest_of
-from transforms.core.links import extract_html
+from transforms.core.links import parse_html
+from transforms.core.page_content import page_content
 from transforms.core.policy import SUPPORTED_SCHEMES
 from transforms.core.records import (
     CrawlRequest,
@@ -54,13 +57,17 @@ def decoding_detail(decoded: Decoded, max_bytes: int) -> str:
 
 
 def parse_page(result: FetchResult, user_agent: str,
-               max_bytes: int = DEFAULT_MAX_DECODED_BYTES
+               max_bytes: int = DEFAULT_MAX_DECODED_BYTES, *, sign: bool = True
                ) -> tuple[ParsedPage, list[CrawlRequest]]:
     """Parses a stored HTML page; returns it with the requests for its followable links.
 
     The body is decoded per its ``Content-Encoding`` first, at most ``max_bytes`` decoded (the
     fetch's ``--max_body_bytes``). A body that cannot be decoded is still stored as sent; its
-    page has no title or links, and ``f:detail`` says why.
+    page has no title, links or content, and ``f:detail`` says why. Every decoded page gets its
+    ``content``, ``noindex`` and ``nofollow`` pages too: the exports mark ``noindex`` pages
+    (search leaves them out), and ``nofollow`` only keeps links out of the frontier, so the
+    link graph still shows them. ``sign``: compute the MinHash signature of the main text
+    (``page_content``'s ``sign``).
     """
     body = result.body or b""
     decoded = decode_body(body, header(result.headers, "Content-Encoding"), max_bytes,
@@ -74,7 +81,8 @@ def parse_page(result: FetchResult, user_agent: str,
                                                                            detail))))
     if not decoded.ok:
         return ParsedPage(result, None, (), digest_of(result) or ''), []
-    info = extract_html(decoded.data, result.final_url, result.content_type)
+    info, tree = parse_html(decoded.data, result.final_url, result.content_type)
+    content = page_content(info, tree, result.headers, sign=sign)
     directives = page_directives(meta_contents(info.meta_names), x_robots_tags(result.headers),
                                  user_agent)
     canonical = None
@@ -90,7 +98,7 @@ def parse_page(result: FetchResult, user_agent: str,
         requests = outlink_requests(result, links)
     page = ParsedPage(result, info.title, tuple(r.url for r in requests), digest_of(result) or '',
                       noindex=directives.noindex, nofollow=directives.nofollow,
-                      canonical=canonical)
+                      canonical=canonical, content=content)
     return page, requests
 
 

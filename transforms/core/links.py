@@ -5,6 +5,11 @@ the rules here are tested with plain pytest. Parsing uses selectolax's Lexbor ba
 tree builder, so broken markup is repaired the way a browser would repair it); selectolax 1.0
 removed its older Modest backend.
 
+The same walk collects what a page says for its preview (meta description, Open Graph
+properties, ``<html lang>``) and every ``a``/``area`` link with its anchor text and ``rel``, for
+the analysts; :func:`parse_html` also returns the parsed tree, so the main text
+(``transforms.core.page_content``) is taken from the same parse.
+
 What counts as a link:
 
 * ``a[href]`` and ``area[href]``, followed unless their ``rel`` contains ``nofollow``;
@@ -22,13 +27,15 @@ absolute ``http``/``https``/``ftp`` URLs with a host are kept, which also drops 
 
 from __future__ import annotations
 
-import codecs
 import functools
 import re
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from selectolax.lexbor import LexborHTMLParser, LexborNode
 
+from transforms.core.charsets import decode_html
+from transforms.core.records import OutLink
 from transforms.core.urls import InvalidUrl, canonicalize_url
 
 HTML_MEDIA_TYPES = frozenset({"text/html", "application/xhtml+xml"})
@@ -46,7 +53,6 @@ LINK_RELS_IGNORED = frozenset({
     "webmention", "wlwmanifest",
 })
 
-_SNIFF_BYTES = 4096
 LINK_SCHEMES = frozenset({"http", "https", "ftp"})  # the schemes the crawler has fetchers for
 # An http(s) or ftp URL with a non-empty host (userinfo and port allowed, IPv6 literals
 # bracketed): the schemes the crawler has fetchers for.
@@ -54,40 +60,14 @@ _HTTP_AUTHORITY = re.compile(
     r"(?:https?|ftp)://(?:[^/?#]*@)?(?:[^/?#:@\[\]]+|\[[^/?#@\[\]]+\])(?::[^/?#]*)?(?:[/?#]|$)",
     re.IGNORECASE,
 )
-_SELECTOR = (
-    "a[href], area[href], link[href], iframe[src], frame[src], base[href], "
-    "meta[name][content], title"
-)
+# meta[content], not meta[name], meta[property]: a node matching two selectors of a list is
+# returned twice, and <meta name=x property=og:y> is common.
+_SELECTOR = ("a[href], area[href], link[href], iframe[src], frame[src], base[href], "
+             "meta[content], title")
+OPEN_GRAPH = frozenset({"og:title", "og:description", "og:image", "og:type", "og:site_name"})
+MAX_ANCHOR_CHARS = 200  # anchor text kept per link, after whitespace collapsing
+_ANCHOR_SCAN = 8 * MAX_ANCHOR_CHARS  # raw characters read for it: an <a> may wrap a whole page
 
-_BOMS = (
-    (codecs.BOM_UTF8, "utf-8"),
-    (codecs.BOM_UTF16_LE, "utf-16-le"),
-    (codecs.BOM_UTF16_BE, "utf-16-be"),
-)
-_HEADER_CHARSET = re.compile(r"""charset\s*=\s*["']?\s*([^\s;"',]+)""", re.IGNORECASE)
-# Matches both <meta charset=x> and <meta http-equiv=content-type content="...; charset=x">.
-# The attribute run is bounded so that a page of unclosed "<meta" cannot make it quadratic.
-_META_CHARSET = re.compile(
-    rb"""<meta\b[^>]{0,512}?\bcharset\s*=\s*["']?\s*([A-Za-z0-9_.:\-]+)""", re.IGNORECASE
-)
-# Python codec names that must not decode a web page: they are not character sets (or raise
-# on any input), and UTF-7 is refused by browsers.
-_REFUSED_CODECS = frozenset({
-    "idna", "punycode", "raw-unicode-escape", "undefined", "unicode-escape", "utf-7",
-})
-# Labels that browsers decode with a superset (WHATWG Encoding Standard); the superset gives
-# the text the page author saw, e.g. curly quotes on pages labelled iso-8859-1.
-_BROWSER_SUPERSETS = {
-    "ascii": "cp1252",
-    "iso8859-1": "cp1252",
-    "iso8859-9": "cp1254",
-    "tis-620": "cp874",
-    "euc_kr": "cp949",
-    "gb2312": "gb18030",
-    "gbk": "gb18030",
-    "shift_jis": "cp932",
-    "big5": "big5hkscs",
-}
 _TAB_OR_NEWLINE = str.maketrans("", "", "\t\n\r")
 _C0_AND_SPACE = "".join(chr(c) for c in range(0x21))
 _NO_RELS: frozenset[str] = frozenset()
@@ -112,6 +92,16 @@ class HtmlInfo:
             written. All names are kept, not only ``robots``: a crawler-specific name
             (``<meta name="googlebot">``) can be any product token and only the caller knows
             its own (see ``transforms.core.robots_meta.page_directives``).
+        description: the first non-blank ``<meta name=description>``, whitespace-collapsed.
+        open_graph: ``(property, value)`` of the first non-blank value of each property of
+            :data:`OPEN_GRAPH` (``<meta property>``, or ``<meta name>`` as some sites write it),
+            whitespace-collapsed; ``og:image`` resolved against ``base_url`` (dropped if it is
+            not an http(s) URL).
+        lang: ``<html lang>`` (else ``xml:lang``) as written, stripped; None if absent or blank.
+        outlinks: every ``a``/``area`` link, followed or not, in document order, each distinct
+            (URL, anchor, rel) once: anchor text collapsed and cut at :data:`MAX_ANCHOR_CHARS`
+            (an image-only link's from its ``img[alt]``, an area's from its ``alt``), rel tokens
+            lowercased.
     """
 
     title: str | None
@@ -121,6 +111,17 @@ class HtmlInfo:
     canonical: str | None
     meta_robots: tuple[str, ...]
     meta_names: tuple[tuple[str, str], ...] = ()
+    description: str | None = None
+    open_graph: tuple[tuple[str, str], ...] = ()
+    lang: str | None = None
+    outlinks: tuple[OutLink, ...] = ()
+
+
+class ParsedHtml(NamedTuple):
+    """A page's :class:`HtmlInfo` and the tree it came from, for steps that read more of it."""
+
+    info: HtmlInfo
+    tree: LexborHTMLParser
 
 
 def is_html(content_type: str | None) -> bool:
@@ -135,41 +136,6 @@ def is_html(content_type: str | None) -> bool:
     if not content_type:
         return False
     return content_type.split(";", 1)[0].strip().lower() in HTML_MEDIA_TYPES
-
-
-def decode_html(body: bytes, content_type: str | None) -> str:
-    """Decodes an HTML body to text, the way a browser picks the encoding.
-
-    The order follows the WHATWG encoding sniffing algorithm: a byte-order mark wins (it cannot
-    be there by accident, while headers are often wrong), then the charset of the Content-Type
-    header, then a ``<meta charset>`` or ``<meta http-equiv=content-type>`` within the first
-    4 KB, then UTF-8. Unknown or unusable charset names fall through to the next source.
-
-    Args:
-        body: the raw (content-decoded) response body.
-        content_type: the Content-Type header, or None.
-
-    Returns:
-        The text; undecodable bytes become U+FFFD. Never raises.
-    """
-    for bom, bom_encoding in _BOMS:
-        if body.startswith(bom):
-            return body[len(bom):].decode(bom_encoding, "replace")
-    encoding: str | None = None
-    if content_type:
-        header_match = _HEADER_CHARSET.search(content_type)
-        if header_match:
-            encoding = _codec_for(header_match.group(1), from_meta=False)
-    if encoding is None:
-        meta_match = _META_CHARSET.search(body, 0, _SNIFF_BYTES)
-        if meta_match:
-            encoding = _codec_for(meta_match.group(1).decode("ascii"), from_meta=True)
-    if encoding is not None:
-        try:
-            return body.decode(encoding, "replace")
-        except (LookupError, UnicodeError):
-            pass  # a codec that cannot decode with replacement; UTF-8 below is the default
-    return body.decode("utf-8", "replace")
 
 
 def resolve_href(href: str, base: str) -> str | None:
@@ -220,7 +186,7 @@ def resolve_href(href: str, base: str) -> str | None:
 
 
 def extract_html(body: bytes, url: str, content_type: str | None = None) -> HtmlInfo:
-    """Extracts the title, outlinks and robots directives of an HTML page.
+    """Extracts the title, outlinks, robots directives and preview of an HTML page.
 
     Args:
         body: the raw (content-decoded) response body, any bytes.
@@ -231,7 +197,17 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
         The page's :class:`HtmlInfo`. Never raises: broken markup is repaired by the HTML5
         tree builder and unusable URLs are skipped.
     """
+    return parse_html(body, url, content_type).info
+
+
+def parse_html(body: bytes, url: str, content_type: str | None = None) -> ParsedHtml:
+    """:func:`extract_html`, with the parsed tree: the main text is read from the same parse."""
     tree = LexborHTMLParser(decode_html(body, content_type))
+    return ParsedHtml(_html_info(tree, url), tree)
+
+
+def _html_info(tree: LexborHTMLParser, url: str) -> HtmlInfo:
+    """The one walk over the nodes that matter (:data:`_SELECTOR`, in document order)."""
     nodes = tree.css(_SELECTOR)
     base_url = _base_url(nodes, url)
 
@@ -242,6 +218,10 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
     nofollow: dict[str, None] = {}
     robots: dict[str, None] = {}
     meta_names: list[tuple[str, str]] = []
+    description: str | None = None
+    open_graph: dict[str, str] = {}
+    outlinks: dict[OutLink, None] = {}
+    resolved: dict[str, str | None] = {}  # pages repeat their hrefs (menus at top and bottom)
     for node in nodes:
         tag = node.tag
         if tag == "title":
@@ -249,13 +229,22 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
                 title = " ".join(node.text(deep=True).split()) or None
             continue
         if tag == "meta":
-            name = (node.attrs.get("name") or "").strip().lower()
-            content = node.attrs.get("content") or ""
+            attrs = node.attrs
+            name = (attrs.get("name") or "").strip().lower()
+            content = attrs.get("content") or ""
             if name == "robots":
                 for directive in _robots_directives(content):
                     robots[directive] = None
             if name:
                 meta_names.append((name, content))
+            if name == "description" and description is None:
+                description = " ".join(content.split()) or None
+            prop = (attrs.get("property") or name).strip().lower()
+            if prop in OPEN_GRAPH and prop not in open_graph:
+                value = (resolve_href(content, base_url) if prop == "og:image"
+                         else " ".join(content.split()))
+                if value:
+                    open_graph[prop] = value
             continue
         if tag == "base":
             continue
@@ -263,7 +252,9 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
         if tag in ("iframe", "frame"):
             href, rels = attrs.get("src"), _NO_RELS
         else:
-            href, rels = attrs.get("href"), _rel_tokens(attrs.get("rel"))
+            href, rel_attr = attrs.get("href"), attrs.get("rel")
+            rel = " ".join(rel_attr.lower().split()) if rel_attr else ""
+            rels = frozenset(rel.split()) if rel else _NO_RELS
         if href is None:
             continue
         if tag == "link":
@@ -272,9 +263,14 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
                 canonical = resolve_href(href, base_url)
             if not _is_followed_link_rel(rels):
                 continue
-        target = resolve_href(href, base_url)
+        if href in resolved:
+            target = resolved[href]
+        else:
+            target = resolved[href] = resolve_href(href, base_url)
         if target is None:
             continue
+        if tag == "a" or tag == "area":
+            outlinks[OutLink(target, anchor_text(node), rel)] = None
         if "nofollow" in rels:
             nofollow[target] = None
         else:
@@ -288,24 +284,34 @@ def extract_html(body: bytes, url: str, content_type: str | None = None) -> Html
         canonical=canonical,
         meta_robots=tuple(robots),
         meta_names=tuple(meta_names),
+        description=description,
+        open_graph=tuple(open_graph.items()),
+        lang=_declared_lang(tree),
+        outlinks=tuple(outlinks),
     )
 
 
-def _codec_for(label: str, *, from_meta: bool) -> str | None:
-    """Maps a charset label to a Python codec name, or None if it cannot decode a page."""
-    try:
-        name = codecs.lookup(label.strip().lower()).name
-    except (LookupError, ValueError):
-        return None
-    if name in _REFUSED_CODECS:
-        return None
-    if from_meta and name.startswith("utf-16"):
-        # A meta tag was readable as ASCII, so the page is not UTF-16 (WHATWG: use UTF-8).
-        return "utf-8"
-    return _BROWSER_SUPERSETS.get(name, name)
+def anchor_text(node: LexborNode) -> str:
+    """A link's anchor text as a reader sees it: its text, whitespace-collapsed and cut at
+    :data:`MAX_ANCHOR_CHARS`; an image-only link's is the image's ``alt``, an area's its own."""
+    if node.tag == "area":
+        text = node.attrs.get("alt") or ""
+    else:
+        text = node.text(deep=True, separator=" ")  # "<div>a</div><div>b</div>": two words
+        if not text or text.isspace():
+            image = node.css_first("img[alt]")
+            text = (image.attrs.get("alt") or "") if image is not None else ""
+    return " ".join(text[:_ANCHOR_SCAN].split())[:MAX_ANCHOR_CHARS]
 
 
-@functools.lru_cache(maxsize=64)
+def _declared_lang(tree: LexborHTMLParser) -> str | None:
+    root = tree.root
+    if root is None:
+        return None
+    attrs = root.attrs
+    return (attrs.get("lang") or attrs.get("xml:lang") or "").strip() or None
+
+
 @functools.lru_cache(maxsize=256)
 def _base_directory(base: str) -> str | None:
     """``http://h/a/b.html?q#f`` -> ``http://h/a/``; None for a base that is not a plain
@@ -323,6 +329,7 @@ def _base_directory(base: str) -> str | None:
     return origin[1] + path[: path.rfind("/") + 1]
 
 
+@functools.lru_cache(maxsize=64)
 def _split_origin(base: str) -> tuple[str, str] | None:
     """The lowercased scheme of an http(s) base URL and its ``scheme://authority`` prefix.
 
@@ -352,10 +359,6 @@ def _in_foreign_content(node: LexborNode) -> bool:
             return True
         parent = parent.parent
     return False
-
-
-def _rel_tokens(rel: str | None) -> frozenset[str]:
-    return frozenset(rel.lower().split()) if rel else frozenset()
 
 
 def _is_followed_link_rel(rels: frozenset[str]) -> bool:

@@ -12,6 +12,13 @@ from typing import NamedTuple
 
 from transforms.core import status
 from transforms.core.batches import BatchSpec
+from transforms.core.page_records import DUPLICATE_PAYLOAD as DUPLICATE_PAYLOAD
+from transforms.core.page_records import DUPLICATE_TEXT as DUPLICATE_TEXT
+from transforms.core.page_records import RULE_DROP as RULE_DROP
+from transforms.core.page_records import RULE_SORT as RULE_SORT
+from transforms.core.page_records import NearDuplicate as NearDuplicate
+from transforms.core.page_records import OutLink as OutLink
+from transforms.core.page_records import PageContent, Revisit, UrlRule
 from transforms.core.recrawl import FetchHistory, Validators
 
 # Statuses recorded in the webtable's ``f:outcome`` cell; ``transforms.core.status`` has the
@@ -186,7 +193,11 @@ class BatchSubmission:
 
 @dataclass(frozen=True)
 class ParsedPage:
-    """A fetched HTML page with what extraction found in it."""
+    """A fetched HTML page with what extraction found in it.
+
+    ``duplicate_of``: the first URL seen with the same content (``duplicate_kind`` says which
+    digest matched); ``revisit``: set when the payload is byte-identical to an earlier capture
+    (another URL's, or this URL's own earlier fetch), so the WARC writer writes a revisit."""
 
     fetch: FetchResult
     title: str | None
@@ -195,6 +206,12 @@ class ParsedPage:
     noindex: bool = False  # meta robots / X-Robots-Tag: stored, but not exported for indexing
     nofollow: bool = False  # no link of this page entered the frontier
     canonical: str | None = None  # <link rel=canonical>, canonicalized
+    content: PageContent | None = None
+    duplicate_of: str | None = None
+    duplicate_kind: str = ""
+    revisit: Revisit | None = None
+
+
 
 
 @dataclass(frozen=True)
@@ -268,6 +285,9 @@ class Discovered(NamedTuple):
 
     links: tuple[CrawlRequest, ...]
     item: ParsedPage | FetchResult | None
+    # DUST evidence for the frontier (``transforms.core.dust``): (a URL of the key that showed
+    # the rule, the rule, the content digest), published with the links.
+    rules: tuple[tuple[str, UrlRule, str], ...] = ()
 
 
 class FrontierWork(NamedTuple):
@@ -276,6 +296,9 @@ class FrontierWork(NamedTuple):
 
     requests: tuple[CrawlRequest, ...]
     tokens: tuple[AckToken, ...] = ()
+    # Evidence of DUST rules for the key (``transforms.core.dust``): each with the content
+    # digest that showed it.
+    rules: tuple[tuple[UrlRule, str], ...] = ()
 
 
 @dataclass(frozen=True)

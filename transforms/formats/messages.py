@@ -14,6 +14,10 @@ for a client batch's URLs ``batches`` (batch ids), ``client`` and ``cache_hours`
 
 A client batch is one message of its own, ``transforms.formats.batch_messages``.
 
+DUST evidence (``transforms.core.dust``) travels the same loop, to the key of the URL that showed
+it: ``{"v": 1, "requests": [], "rules": [{"url": ..., "action": "sort"|"drop", "path": ...,
+"param": ..., "digest": ...}]}``.
+
 with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
 client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
 ``depth`` and ``priority`` attributes.
@@ -24,7 +28,15 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping
 
-from transforms.core.records import KIND_PAGE, REVISITS, SITEMAP_KINDS, CrawlRequest
+from transforms.core.records import (
+    KIND_PAGE,
+    REVISITS,
+    RULE_DROP,
+    RULE_SORT,
+    SITEMAP_KINDS,
+    CrawlRequest,
+    UrlRule,
+)
 from transforms.core.url_keys import politeness_key
 
 MESSAGE_VERSION = 1
@@ -120,8 +132,21 @@ def is_heartbeat(attributes: Mapping[str, str] | None) -> bool:
     return (attributes or {}).get(KIND_ATTRIBUTE) == HEARTBEAT_KIND
 
 
+Evidence = tuple[str, UrlRule, str]  # (URL that showed it, rule, content digest)
+
+
 def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) -> list[CrawlRequest]:
     """Reads a message body into requests (URLs not yet canonicalized).
+
+    Raises:
+        BadMessage: for a body that is neither the JSON format nor text, or malformed entries.
+    """
+    return decode_message(data, attributes)[0]
+
+
+def decode_message(data: bytes, attributes: Mapping[str, str] | None = None
+                   ) -> tuple[list[CrawlRequest], list[Evidence]]:
+    """Reads a message body into its requests and its DUST evidence.
 
     Raises:
         BadMessage: for a body that is neither the JSON format nor text, or malformed entries.
@@ -137,7 +162,7 @@ def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) ->
         urls = [line.strip() for line in text.splitlines() if line.strip()]
         if not urls:
             raise BadMessage("empty message")
-        return [CrawlRequest(url=u, depth=depth, priority=priority) for u in urls]
+        return [CrawlRequest(url=u, depth=depth, priority=priority) for u in urls], []
     try:
         doc = json.loads(stripped)
     except json.JSONDecodeError as exc:
@@ -153,7 +178,34 @@ def decode_requests(data: bytes, attributes: Mapping[str, str] | None = None) ->
             out.append(request_from_item(item))
         except BadMessage as exc:
             raise BadMessage(f"requests[{i}]: {exc}") from exc
+    return out, _evidence_of(doc.get("rules", []))
+
+
+def _evidence_of(items: object) -> list[Evidence]:
+    if not isinstance(items, list):
+        raise BadMessage('"rules" must be a list')
+    out = []
+    for i, item in enumerate(items):
+        fields = [item.get(k) if isinstance(item, dict) else None
+                  for k in ("url", "action", "path", "param", "digest")]
+        if not all(isinstance(f, str) for f in fields) or fields[1] not in (RULE_SORT,
+                                                                            RULE_DROP):
+            raise BadMessage(f"rules[{i}] needs url, action (sort|drop), path, param, digest")
+        url, action, path, param, digest = (str(f) for f in fields)
+        out.append((url, UrlRule(path, action, param), digest))
     return out
+
+
+def evidence_messages(evidence: Iterable[Evidence]) -> list[Message]:
+    """Frontier messages carrying DUST evidence, one per politeness key of the URLs."""
+    by_host: dict[str, list[dict[str, str]]] = {}
+    for url, rule, digest in evidence:
+        by_host.setdefault(politeness_key(url), []).append(
+            {"url": url, "action": rule.action, "path": rule.path, "param": rule.param,
+             "digest": digest})
+    return [(json.dumps({"v": MESSAGE_VERSION, "requests": [], "rules": items},
+                        separators=(",", ":")).encode(), {"kind": "crawl", "host": host})
+            for host, items in by_host.items()]
 
 
 def chunk(requests: list[CrawlRequest], size: int = MAX_REQUESTS_PER_MESSAGE

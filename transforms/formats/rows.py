@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 from datetime import UTC, datetime
 from typing import NamedTuple
 
@@ -19,6 +20,8 @@ from transforms.core.records import (
     DeadLetter,
     FetchResult,
     HostStats,
+    NearDuplicate,
+    PageContent,
     StoredPage,
     UrlOutcome,
     UrlRecord,
@@ -135,13 +138,42 @@ def stored_page_row(stored: StoredPage) -> Row:
         PARSE_FAMILY: {"outlinks": str(len(stored.page.outlinks))},
         SCHEDULE_FAMILY: _fetch_schedule_cells(fetch),
     }
-    if stored.page.title is not None:
-        cells[PARSE_FAMILY]["title"] = stored.page.title
-    if stored.page.canonical:
-        cells[PARSE_FAMILY]["canonical"] = stored.page.canonical
-    cells[PARSE_FAMILY]["noindex"] = "1" if stored.page.noindex else "0"
-    cells[PARSE_FAMILY]["nofollow"] = "1" if stored.page.nofollow else "0"
+    page, p = stored.page, cells[PARSE_FAMILY]
+    if page.title is not None:
+        p["title"] = page.title
+    if page.canonical:
+        p["canonical"] = page.canonical
+    p["noindex"] = "1" if page.noindex else "0"
+    p["nofollow"] = "1" if page.nofollow else "0"
+    if page.content is not None:
+        p.update(content_cells(page.content))
+    # Always written, so a page that stopped being a duplicate does not keep the old verdict.
+    p["duplicate_of"] = page.duplicate_of or ""
+    p["duplicate_kind"] = page.duplicate_kind
+    cells[CONTENT_FAMILY]["warc_type"] = "revisit" if page.revisit is not None else "response"
     return Row(row_key(fetch.request.url), cells, fetch.fetched_at)
+
+
+def content_cells(content: PageContent) -> dict[str, str]:
+    """The parse family's analysts' cells of a page (empty fields left out, except the text
+    and the counts). The text is capped by extraction (``transforms.core.page_content``)."""
+    cells = {"text": content.text, "text_truncated": "1" if content.text_truncated else "0",
+             "word_count": str(content.word_count), "text_digest": content.text_digest,
+             "links": json.dumps([list(link) for link in content.outlinks],
+                                 ensure_ascii=False, separators=(",", ":"))}
+    for name in ("description", "og_title", "og_description", "og_image", "og_type",
+                 "og_site_name", "lang"):
+        value = getattr(content, name)
+        if value:
+            cells[name] = value
+    return cells
+
+
+def near_duplicate_row(found: NearDuplicate) -> Row:
+    """The parse cells that record a near duplicate on its URL's row."""
+    return Row(row_key(found.url), {PARSE_FAMILY: {
+        "near_duplicate_of": found.original, "near_similarity": f"{found.similarity:.3f}"}},
+        found.at)
 
 
 def unstored_result_row(result: FetchResult) -> Row:
@@ -238,3 +270,21 @@ def pending_host_row(key: str, pending: bool, at: float) -> Row:
     """The hosts-table cell saying whether a key has work pending (a new job wakes it)."""
     return Row(key, {HOST_FAMILY: {PENDING_COLUMN: "1" if pending else "0"}}, at)
 
+
+
+URL_RULES_COLUMN = "url_rules"
+
+
+def url_rules_host_row(key: str, rules: list[str], at: float) -> Row:
+    """The hosts-table cell with the DUST rules a key adopted (``transforms.core.dust``), read
+    back by a rebuild."""
+    return Row(key, {HOST_FAMILY: {URL_RULES_COLUMN: json.dumps(rules)}}, at)
+
+
+def url_rules_from_host_cells(cells: dict[str, str]) -> tuple[str, ...]:
+    """The rules :func:`url_rules_host_row` saved (none for a missing or damaged cell)."""
+    try:
+        rules = json.loads(cells.get(URL_RULES_COLUMN) or "[]")
+    except ValueError:
+        return ()
+    return tuple(r for r in rules if isinstance(r, str)) if isinstance(rules, list) else ()

@@ -24,6 +24,7 @@ HOSTS_TABLE = "hosts"
 DEADLETTER_TABLE = "deadletter"
 FRONTIER_TABLE = "frontier"
 BATCHES_TABLE = "batches"
+DEDUP_TABLE = "dedup"
 
 # webtable: one row per URL, row key = reversed-host URL (see transforms.formats.rowkeys.row_key).
 FETCH_FAMILY = "f"
@@ -45,6 +46,12 @@ INDEX_FAMILY = "q"
 BATCH_META_FAMILY = "m"
 BATCH_URL_FAMILY = "u"
 BATCH_NOTIFY_FAMILY = "n"
+# dedup: the content index that duplicate detection keeps (``transforms.formats.dedup_rows``):
+# ``d#<text or payload digest>`` rows (``d`` family: the first URL seen with that content, the
+# original capture of each payload, a few other URLs for DUST evidence) and ``l#<band>#<hash>``
+# rows (``l`` family: the bounded candidate list of one MinHash LSH band bucket).
+DIGEST_FAMILY = "d"
+BAND_FAMILY = "l"
 # deadletter: one row per element that could not be processed.
 DEADLETTER_FAMILY = "d"
 
@@ -53,7 +60,10 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(FETCH_FAMILY, max_versions=3,
                doc="status, fetched_at, content_type, length, checksum, outcome, error"),
         Family(CONTENT_FAMILY, max_versions=3, doc="warc_file, warc_offset, warc_length"),
-        Family(PARSE_FAMILY, max_versions=1, doc="title, outlinks"),
+        Family(PARSE_FAMILY, max_versions=1,
+               doc="title, description, og_*, canonical, lang, text (capped), word_count, "
+                   "outlinks (count), links (JSON, capped), noindex, nofollow, text_digest, "
+                   "duplicate_of, duplicate_kind, near_duplicate_of, near_similarity"),
         Family(SCHEDULE_FAMILY, max_versions=1,
                doc="depth, discovered_from, priority, first_seen, host, next_fetch, "
                    "recrawl_interval"),
@@ -72,6 +82,12 @@ TABLE_FAMILIES: dict[str, tuple[Family, ...]] = {
         Family(BATCH_URL_FAMILY, max_versions=1, doc="<url>: the URL's outcome (JSON)"),
         Family(BATCH_NOTIFY_FAMILY, max_versions=1,
                doc="sent:<transition>, attempt:<transition>:<n> (JSON)"),
+    ),
+    DEDUP_TABLE: (
+        Family(DIGEST_FAMILY, max_versions=1,
+               doc="v: the digest's record (JSON: original URL and capture, other URLs)"),
+        Family(BAND_FAMILY, max_versions=1,
+               doc="v: the band bucket's candidates (JSON: URL, host, signature)"),
     ),
     FRONTIER_TABLE: (
         Family(INDEX_FAMILY, max_versions=1,

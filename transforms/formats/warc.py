@@ -9,6 +9,11 @@ Each record is its own gzip member, so a reader can seek to an offset and decomp
 record without touching the rest of the file. Payloads are stored exactly as the server sent
 them (content-encoding intact, transfer-encoding removed), which is what the WARC standard
 asks of a ``response`` record and what makes the payload digest reproducible.
+
+A page whose payload is byte-identical to an earlier capture gets a ``revisit`` record instead
+(WARC 1.1 section 6.7.2, identical-payload-digest profile, as Heritrix writes them): the new
+fetch's HTTP status line and headers, no payload, and ``WARC-Refers-To-Target-URI`` /
+``WARC-Refers-To-Date`` naming the original, whose date is :func:`capture_date` of its fetch.
 """
 
 from __future__ import annotations
@@ -32,14 +37,13 @@ from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
 
 from transforms.core.digests import digest_of
-from transforms.core.records import FetchResult
+from transforms.core.records import FetchResult, Revisit
 
 WARC_VERSION = "1.1"
 GZIP_LEVEL = 6  # zlib's default, as the gzip tool uses
 WARC_FORMAT = "WARC File Format 1.1"
-WARC_CONFORMS_TO = (
-    "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
-)
+WARC_CONFORMS_TO = "http://iipc.github.io/warc-specifications/specifications/warc-format/warc-1.1/"
+REVISIT_PROFILE = "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
 # Hop-by-hop framing that no longer describes the stored (de-chunked) payload.
 DROPPED_HTTP_HEADERS = frozenset({"transfer-encoding"})
 
@@ -54,10 +58,11 @@ class WarcRecordView:
         record_type: the WARC-Type (``response``, ``warcinfo``, ...).
         warc_headers: the WARC header fields by name (a repeated field keeps its last value).
         target_uri: the WARC-Target-URI, or None (e.g. for warcinfo).
-        http_status: the HTTP status code of a response record, else None.
+        http_status: the HTTP status code of a response or revisit record, else None.
         http_headers: the HTTP header fields in stored order, else empty.
         payload: the payload bytes exactly as stored: still content-encoded if the server
-            compressed them; for a record without HTTP headers, the whole block.
+            compressed them; for a record without HTTP headers, the whole block; b"" for a
+            revisit.
     """
 
     record_type: str
@@ -78,6 +83,15 @@ def format_warc_date(timestamp: float) -> str:
         e.g. ``2024-05-01T12:30:00.250000Z``.
     """
     return datetime.fromtimestamp(timestamp, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def capture_date(result: FetchResult) -> str:
+    """The WARC-Date of the record written for ``result`` (response, resource or revisit).
+
+    A later revisit's ``WARC-Refers-To-Date`` must equal the original record's WARC-Date
+    character for character (replay tools join on it), so dedup takes it from here.
+    """
+    return format_warc_date(result.fetched_at)
 
 
 def warc_filename(prefix: str, shard: int, seq: int, now: float, *, token: str | None = None
@@ -143,8 +157,29 @@ def build_response_record(result: FetchResult, *, warc_date: str | None = None) 
     return _gzip_member(lambda w: _write_response(w, result, warc_date))
 
 
+def build_revisit_record(result: FetchResult, revisit: Revisit, *,
+                         warc_date: str | None = None) -> bytes:
+    """Builds the WARC ``revisit`` record of a fetch whose payload equals an earlier capture's.
+
+    The block is the new fetch's HTTP status line and headers (as for a response) and no
+    payload: the headers give indexes the status. Without HTTP framing the block is empty.
+
+    Args:
+        result: the new fetch (its body, if any, is not written).
+        revisit: the original's URI, WARC-Date and payload digest.
+        warc_date: the WARC-Date to record; :func:`capture_date` of ``result`` when None.
+
+    Returns:
+        The gzip-compressed record.
+
+    Raises:
+        ValueError: if the result has no status or the revisit no payload digest.
+    """
+    return _gzip_member(lambda w: _write_revisit(w, result, revisit, warc_date))
+
+
 class WarcFileBuilder:
-    """Accumulates one WARC file in memory: a warcinfo record, then response records.
+    """Accumulates one WARC file in memory: a warcinfo record, then response/revisit records.
 
     Each record is a separate gzip member; :meth:`add` returns where it lies so the webtable can
     point at it.
@@ -166,23 +201,28 @@ class WarcFileBuilder:
         self._out.write(build_warcinfo_record(posixpath.basename(filename), software, extra,
                                               warc_date=warc_date))
 
-    def add(self, result: FetchResult, *, warc_date: str | None = None) -> tuple[int, int]:
-        """Appends the response record of a fetch (see :func:`build_response_record`).
+    def add(self, result: FetchResult, *, revisit: Revisit | None = None,
+            warc_date: str | None = None) -> tuple[int, int]:
+        """Appends the record of a fetch: a response (see :func:`build_response_record`), or a
+        revisit when ``revisit`` is set (see :func:`build_revisit_record`).
 
         Args:
-            result: a fetch with a response and a stored body.
-            warc_date: the WARC-Date to record; ``result.fetched_at`` when None.
+            result: a fetch with a response (and a stored body, unless a revisit).
+            revisit: the earlier capture with the identical payload, or None.
+            warc_date: the WARC-Date to record; :func:`capture_date` of ``result`` when None.
 
         Returns:
             (offset, length) of the record's gzip member within the file.
 
         Raises:
-            ValueError: if the result has no status or no body; the file is left unchanged.
+            ValueError: if the record cannot be built; the file is left unchanged.
         """
+        record = (build_response_record(result, warc_date=warc_date) if revisit is None
+                  else build_revisit_record(result, revisit, warc_date=warc_date))
         offset = self._out.tell()
-        self._out.write(build_response_record(result, warc_date=warc_date))
+        self._out.write(record)
         self._count += 1
-        return offset, self._out.tell() - offset
+        return offset, len(record)
 
     def getvalue(self) -> bytes:
         """The file's bytes so far."""
@@ -195,7 +235,7 @@ class WarcFileBuilder:
 
     @property
     def count(self) -> int:
-        """The number of response records added (the warcinfo record is not counted)."""
+        """The number of records added (the warcinfo record is not counted)."""
         return self._count
 
 
@@ -259,17 +299,12 @@ def _write_response(writer: WARCWriter, result: FetchResult, warc_date: str | No
         raise ValueError(f"no response body to store for {result.final_url}")
     # Field order as in most crawlers' WARCs; warcio adds the digests, Content-Type and
     # Content-Length after these.
-    warc_headers = {
-        "WARC-Type": "response",
-        "WARC-Record-ID": f"<urn:uuid:{uuid.uuid4()}>",
-        "WARC-Date": warc_date if warc_date is not None else format_warc_date(result.fetched_at),
-        "WARC-Target-URI": _one_line(result.final_url),
-    }
+    warc_headers = _common_headers("response", result, warc_date)
     if result.truncated:
         warc_headers["WARC-Truncated"] = "length"
     # The digest computed when the body arrived: warcio then hashes only the block.
     warc_headers["WARC-Payload-Digest"] = digest_of(result) or ""
-    if not result.final_url.lower().startswith(("http://", "https://")):
+    if not _is_http(result.final_url):
         # WARC 1.1 section 6.4: a retrieval without HTTP framing (FTP) is a ``resource``
         # record whose block is the payload itself, typed by its Content-Type.
         warc_headers["WARC-Type"] = "resource"
@@ -279,21 +314,56 @@ def _write_response(writer: WARCWriter, result: FetchResult, warc_date: str | No
             warc_content_type=_one_line(result.content_type or "application/octet-stream"))
         writer.write_record(record)
         return
-    http_headers = StatusAndHeaders(
-        _status_line(result.status, result.reason),
+    record = writer.create_warc_record(
+        result.final_url, "response", payload=io.BytesIO(result.body), length=len(result.body),
+        warc_headers_dict=warc_headers, http_headers=_http_headers(result, result.status))
+    writer.write_record(record)
+
+
+def _write_revisit(writer: WARCWriter, result: FetchResult, revisit: Revisit,
+                   warc_date: str | None) -> None:
+    if result.status is None or not revisit.payload_digest:
+        raise ValueError(f"no status or no payload digest for a revisit of {result.final_url}")
+    warc_headers = _common_headers("revisit", result, warc_date)
+    warc_headers.update({
+        "WARC-Profile": REVISIT_PROFILE,
+        "WARC-Refers-To-Target-URI": _one_line(revisit.refers_to_uri),
+        "WARC-Refers-To-Date": _one_line(revisit.refers_to_date),
+        # The original's digest, which is also this payload's: warcio keeps it as given.
+        "WARC-Payload-Digest": _one_line(revisit.payload_digest),
+    })
+    http = _is_http(result.final_url)
+    record = writer.create_warc_record(
+        result.final_url, "revisit", warc_headers_dict=warc_headers,
+        http_headers=_http_headers(result, result.status) if http else None)
+    if not http:
+        record.content_type = None  # an empty block: no Content-Type, not application/http
+    writer.write_record(record)
+
+
+def _common_headers(record_type: str, result: FetchResult, warc_date: str | None
+                    ) -> dict[str, str]:
+    """The fields every capture record starts with, in the order most crawlers write them."""
+    return {
+        "WARC-Type": record_type,
+        "WARC-Record-ID": f"<urn:uuid:{uuid.uuid4()}>",
+        "WARC-Date": warc_date if warc_date is not None else capture_date(result),
+        "WARC-Target-URI": _one_line(result.final_url),
+    }
+
+
+def _http_headers(result: FetchResult, status: int) -> StatusAndHeaders:
+    """The status line and headers as received, minus de-chunking and HTTP/2 pseudo-headers."""
+    return StatusAndHeaders(
+        _status_line(status, result.reason),
         [(_one_line(name), _one_line(value)) for name, value in result.headers
          if name.lower() not in DROPPED_HTTP_HEADERS and not name.startswith(":")],
         protocol=f"HTTP/{result.http_version}",
     )
-    record = writer.create_warc_record(
-        result.final_url,
-        "response",
-        payload=io.BytesIO(result.body),
-        length=len(result.body),
-        warc_headers_dict=warc_headers,
-        http_headers=http_headers,
-    )
-    writer.write_record(record)
+
+
+def _is_http(url: str) -> bool:
+    return url.lower().startswith(("http://", "https://"))
 
 
 def _status_line(status: int, reason: str) -> str:
@@ -323,11 +393,8 @@ def _view(record: ArcWarcRecord) -> WarcRecordView:
     # The raw stream may return short reads (it is fed one decompressed block at a time).
     while chunk := record.raw_stream.read(_READ_CHUNK):
         chunks.append(chunk)
-    return WarcRecordView(
-        record_type=record.rec_type,
-        warc_headers=dict(record.rec_headers.headers),
-        target_uri=record.rec_headers.get_header("WARC-Target-URI"),
-        http_status=http_status,
-        http_headers=http_headers,
-        payload=b"".join(chunks),
-    )
+    return WarcRecordView(record_type=record.rec_type,
+                          warc_headers=dict(record.rec_headers.headers),
+                          target_uri=record.rec_headers.get_header("WARC-Target-URI"),
+                          http_status=http_status, http_headers=http_headers,
+                          payload=b"".join(chunks))

@@ -39,6 +39,7 @@ from transforms.core.records import (
 )
 from transforms.core.url_keys import url_fingerprint
 from transforms.frontier.context import HostContext
+from transforms.frontier.dust_rules import rewritten
 from transforms.frontier.state import HeadEntry
 
 
@@ -53,6 +54,10 @@ def admit(ctx: HostContext, requests: Iterable[CrawlRequest], now: float) -> int
     robots = ctx.fresh_robots(now)
     accepted = 0
     for request in requests:
+        moved = rewritten(ctx, request)
+        if moved is not None:
+            ctx.counters["dust_rewritten"] += 1
+            request = moved
         if hs.robots_failed_until > now:
             ctx.count("errors")
             ctx.outcome(request, OUTCOME_ERROR, now, f"robots_unavailable: {hs.last_error}")

@@ -23,11 +23,12 @@ from typing import Any
 
 from transforms.core import schedule
 from transforms.core.bloom import ScalableBloomFilter
-from transforms.core.records import AckToken, CrawlRequest, HostStats
+from transforms.core.records import AckToken, CrawlRequest, HostStats, UrlRule
 from transforms.core.robots import RobotsRules, rule_count
 from transforms.formats.rows import pending_host_row
 from transforms.frontier.admission import admit
 from transforms.frontier.context import Effects, FrontierConfig, HostContext, IoRequest
+from transforms.frontier.dust_rules import take_evidence
 from transforms.frontier.harvest import harvest
 from transforms.frontier.leases import LeaseOutcome
 from transforms.frontier.leasing import give_back, maybe_refill, merge_arrivals, plan, start_io
@@ -81,12 +82,14 @@ class HostCore:
     # -- an element: requests for this key ---------------------------------------------------
 
     def on_element(self, requests: Sequence[CrawlRequest], tokens: Sequence[AckToken],
-                   now: float) -> Effects:
+                   now: float, rules: Sequence[tuple[UrlRule, str]] = ()) -> Effects:
         """Admits ``requests`` (or keeps them until the key is rebuilt). ``tokens`` are the
-        acknowledgements the requests' messages wait for: released once admitted."""
+        acknowledgements the requests' messages wait for: released once admitted. ``rules``:
+        DUST evidence for the key (``transforms.frontier.dust_rules``)."""
         ctx, hs, fx = self.ctx, self.ctx.state, self.ctx.effects
         if self.new_state:
             start_rebuild(ctx, now)
+        take_evidence(ctx, rules, now)
         if hs.phase != PHASE_READY:
             if requests or tokens:
                 fx.inbox.append(InboxBatch(tuple(requests), tuple(tokens)))

@@ -20,11 +20,12 @@ import dataclasses
 import uuid
 
 from transforms.core import schedule
-from transforms.core.records import OUTCOME_ROBOTS_BLOCKED
+from transforms.core.records import OUTCOME_FILTERED, OUTCOME_ROBOTS_BLOCKED
 from transforms.core.robots import RobotsRules
 from transforms.core.url_keys import robots_url
-from transforms.frontier.admission import needs_robots
+from transforms.frontier.admission import admit, needs_robots
 from transforms.frontier.context import HostContext, IoRequest
+from transforms.frontier.dust_rules import rewritten
 from transforms.frontier.head import merge_head, push_front
 from transforms.frontier.leases import Lease
 from transforms.frontier.state import (
@@ -146,6 +147,13 @@ def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
         entry = head[taken]
         taken += 1
         url = entry.request.url
+        moved = rewritten(ctx, entry.request)
+        if moved is not None:  # queued before the key learned a rule that rewrites it
+            ctx.count("filtered", counter="filtered_dust")
+            ctx.outcome(entry.request, OUTCOME_FILTERED, now, f"dust: {moved.url}")
+            fx.writes.index_deletes.append(ctx.entry_key(entry))
+            admit(ctx, [moved], now)
+            continue
         if not needs_robots(url):
             batch.append(entry)
         elif robots is NO_ROBOTS:

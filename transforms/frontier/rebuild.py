@@ -32,6 +32,7 @@ from transforms.core import status
 from transforms.core.url_keys import url_fingerprint
 from transforms.frontier.admission import admit
 from transforms.frontier.context import HostContext, IoRequest
+from transforms.frontier.dust_rules import merge_saved_rules
 from transforms.frontier.head import merge_head
 from transforms.frontier.leasing import start_io
 from transforms.frontier.state import JOB_REBUILD, PHASE_READY, PHASE_REBUILDING, HeadEntry
@@ -50,6 +51,8 @@ def start_rebuild(ctx: HostContext, now: float) -> None:
 def apply_rebuild_page(ctx: HostContext, page: RebuildPage, now: float) -> None:
     """Takes one page in; asks for the next one, or finishes the rebuild."""
     hs = ctx.state
+    if page.url_rules:
+        merge_saved_rules(ctx, page.url_rules)
     if page.robots is not None:
         ctx.set_robots(page.robots)
         hs.robots_saved_at = page.robots.fetched_at

@@ -124,6 +124,9 @@ class HostState:
         vclock, flow_tags: the fair share of client batches (``transforms.core.batches.
             fair_ranks``): the queue's virtual clock and each batch's last rank; a batch's tag
             is dropped once the clock passes it, so at most one tag per batch with URLs queued.
+        url_rules, rule_evidence: the canonicalization rules the key learned from duplicate
+            content and the evidence of rules not adopted yet (``transforms.core.dust``); the
+            rules are saved in the hosts table (``h:url_rules``) and read back by a rebuild.
     """
 
     host: str
@@ -155,6 +158,8 @@ class HostState:
     marked_pending: bool = False
     vclock: float | None = None  # the rank of the last URL leased: the queue's present
     flow_tags: dict[str, float] = field(default_factory=dict)  # client batch -> last rank
+    url_rules: list[str] = field(default_factory=list)  # adopted DUST rules (dust.rule_id)
+    rule_evidence: dict[str, list[str]] = field(default_factory=dict)  # rule -> digests
 
     def count(self, name: str, n: int = 1) -> None:
         self.counters[name] = self.counters.get(name, 0) + n

@@ -115,6 +115,7 @@ class RebuildPage:
         records: the rows of the page that belong to the key.
         after: the row key to continue after, None when this was the last page.
         robots: the robots.txt verdict saved in the hosts table (first page only), or None.
+        url_rules: the DUST rules the key adopted, saved in the hosts table (first page only).
         index: the first page of the key's index (first page only), or None.
     """
 
@@ -122,6 +123,7 @@ class RebuildPage:
     after: str | None
     robots: RobotsRules | None = None
     index: IndexPage | None = None
+    url_rules: tuple[str, ...] = ()  # the key's DUST rules (first page only)
 
 
 class FrontierStore(Protocol):

@@ -29,10 +29,16 @@ from transforms.core.records import UrlRecord
 from transforms.formats.index import entry_cells
 from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
-from transforms.formats.rows import Row, robots_from_host_cells, url_record
+from transforms.formats.rows import (
+    Row,
+    robots_from_host_cells,
+    url_record,
+    url_rules_from_host_cells,
+)
 from transforms.formats.schema import (
     BATCHES_TABLE,
     DEADLETTER_TABLE,
+    DEDUP_TABLE,
     FETCH_FAMILY,
     FRONTIER_TABLE,
     HOST_FAMILY,
@@ -88,6 +94,7 @@ class BigtableStoreSpec:
     frontier: str = FRONTIER_TABLE
     deadletter: str = DEADLETTER_TABLE
     batches: str = BATCHES_TABLE
+    dedup: str = DEDUP_TABLE
 
     def open(self) -> BigtableStore:
         """The process-wide store of this spec: the frontier's DoFns, its reads on the fetch
@@ -135,7 +142,8 @@ class BigtableStore:
 
     def __init__(self, spec: BigtableStoreSpec) -> None:
         self.spec = spec
-        names = (spec.webtable, spec.hosts, spec.frontier, spec.deadletter, spec.batches)
+        names = (spec.webtable, spec.hosts, spec.frontier, spec.deadletter, spec.batches,
+                 spec.dedup)
         self._client = bigtable.Client(project=spec.project, admin=False)
         instance = self._client.instance(spec.instance)
         self._tables = {name: instance.table(name) for name in names}
@@ -229,13 +237,15 @@ class BigtableStore:
         more = len(rows) > limit
         rows = rows[:limit]
         robots = index = None
+        rules: tuple[str, ...] = ()
         if first:
             host = self._tables[self.spec.hosts].read_row(key.encode(), filter_=_LATEST)
             if host is not None:
                 robots = robots_from_host_cells(_cells(host).get(HOST_FAMILY, {}))
+                rules = url_rules_from_host_cells(_cells(host).get(HOST_FAMILY, {}))
             index = self.index_page(key, index_limit, frozenset(), now, 4 * index_limit)
         return RebuildPage(tuple(key_records(key, rows)), rows[-1][0] if more else None,
-                           robots, index)
+                           robots, index, rules)
 
     def pending_keys(self) -> list[str]:
         marked = row_filters.RowFilterChain([

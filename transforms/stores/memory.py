@@ -13,7 +13,12 @@ from transforms.core.records import UrlRecord
 from transforms.formats.index import entry_cells, entry_from_cells
 from transforms.formats.index import key_prefix as index_prefix
 from transforms.formats.rowkeys import host_row_prefixes, row_key
-from transforms.formats.rows import Row, robots_from_host_cells, url_record
+from transforms.formats.rows import (
+    Row,
+    robots_from_host_cells,
+    url_record,
+    url_rules_from_host_cells,
+)
 from transforms.formats.schema import (
     BATCHES_TABLE,
     FETCH_FAMILY,
@@ -146,12 +151,13 @@ class MemoryFrontierStore:
                           and (after is None or k > after))
             page = keys[:limit]
             rows = [(k, self.latest(self.webtable, k)) for k in page]
-            robots = (robots_from_host_cells(self.latest(self.hosts, key).get(HOST_FAMILY, {}))
-                      if first else None)
+            host_cells = self.latest(self.hosts, key).get(HOST_FAMILY, {})
+            robots = robots_from_host_cells(host_cells) if first else None
+            rules = url_rules_from_host_cells(host_cells) if first else ()
         index = self.index_page(key, index_limit, frozenset(), now, 4 * index_limit) if first \
             else None
         next_after = page[-1] if len(keys) > limit else None
-        return RebuildPage(tuple(key_records(key, rows)), next_after, robots, index)
+        return RebuildPage(tuple(key_records(key, rows)), next_after, robots, index, rules)
 
     def pending_keys(self) -> list[str]:
         with self._lock:

@@ -3,6 +3,7 @@ with the fetch's size cap on the decoded size; the stored body stays as sent."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
 import zlib
 
@@ -61,3 +62,37 @@ def test_an_undecodable_page_is_kept_as_sent_without_links_and_says_why(encoding
     assert requests == [] and page.title is None and page.outlinks == ()
     assert page.fetch.body == body
     assert page.fetch.detail == f"{UNDECODED}: {why}"
+
+
+def test_every_decoded_page_gets_its_content_noindex_pages_too():
+    page, _ = parse_page(_page(HTML), "beam-crawler")
+    assert page.noindex and page.content is not None
+    assert page.content.text == "A B" and page.content.word_count == 2
+    assert [(link.url, link.anchor) for link in page.content.outlinks] == [
+        ("https://site.example/docs/a.html", "A"), ("https://site.example/b", "B")]
+    assert page.content.text_digest and page.content.signature == b""  # 2 words: no shingle
+
+
+def test_a_nofollow_page_keeps_its_link_graph_out_of_the_frontier_only():
+    body = HTML.replace(b'content="noindex"', b'content="nofollow"')
+    page, requests = parse_page(_page(body), "beam-crawler")
+    assert page.nofollow and requests == [] and page.outlinks == ()
+    assert page.content is not None and len(page.content.outlinks) == 2
+
+
+def test_an_x_robots_tag_noindex_page_has_content_and_the_header_language():
+    body = (b"<html><body><p>Un deux trois quatre cinq six.</p>"
+            b'<a href="/x" rel="nofollow">x</a></body></html>')
+    result = dataclasses.replace(_page(body), headers=(
+        ("Content-Type", "text/html"), ("X-Robots-Tag", "noindex"),
+        ("Content-Language", "fr")))
+    page, requests = parse_page(result, "beam-crawler")
+    assert page.noindex and requests == []
+    assert page.content is not None and page.content.lang == "fr"
+    assert page.content.word_count == 7 and len(page.content.signature) == 512
+    assert parse_page(result, "beam-crawler", sign=False)[0].content.signature == b""
+
+
+def test_an_undecodable_page_has_no_content():
+    page, _ = parse_page(_page(HTML, "gzip"), "beam-crawler")
+    assert UNDECODED in page.fetch.detail and page.content is None

@@ -403,3 +403,28 @@ def test_article_meta_names():
     info = extract_html(ARTICLE_PAGE, PAGE_URL, "text/html")
     assert ("robots", "NOARCHIVE, Max-Snippet:50") in info.meta_names
     assert info.meta_names[0] == ("viewport", "width=device-width")
+
+
+def test_article_outlinks_are_every_a_and_area_with_anchor_and_rel():
+    info = extract_html(ARTICLE_PAGE, PAGE_URL, "text/html")
+    by_url = {link.url: (link.anchor, link.rel) for link in info.outlinks}
+    assert by_url["https://www.example.com/world/"] == ("World news", "")
+    assert by_url["https://social.example.com/share?u=1"] == ("share", "nofollow noopener")
+    assert by_url["https://ads.example.com/click"] == ("ad", "sponsored nofollow")
+    assert by_url["https://www.example.com/regions/north"] == ("", "")  # an area without alt
+    # The same URL with two anchors is two links of the graph; <link> and <iframe> are not.
+    assert [link.anchor for link in info.outlinks if link.url == "https://www.example.com/"] == [
+        "Home", "Back to the home page"]
+    assert "https://www.example.com/embed/video/42" not in by_url
+    assert "https://fr.example.com/blog/2024/post.html" not in by_url
+    assert info.lang == "en" and info.description is None and info.open_graph == ()
+
+
+def test_a_meta_with_name_and_property_is_read_once_for_each():
+    page = (b'<meta name="description" property="og:description" content="Both">'
+            b'<meta property="og:title" content=" T "><meta name="og:type" content="video">')
+    info = extract_html(page, "https://s.example/")
+    assert info.meta_names == (("description", "Both"), ("og:type", "video"))
+    assert info.description == "Both"
+    assert info.open_graph == (("og:description", "Both"), ("og:title", "T"),
+                               ("og:type", "video"))

@@ -35,3 +35,28 @@ def test_bad_attribute_is_reported():
 def test_chunk_splits_into_message_sized_lists():
     reqs = [CrawlRequest(f"https://a/{i}") for i in range(2500)]
     assert [len(c) for c in chunk(reqs)] == [1000, 1000, 500]
+
+
+def test_dust_evidence_round_trips_through_a_frontier_message():
+    from transforms.core.records import RULE_DROP, RULE_SORT, UrlRule
+    from transforms.formats.messages import decode_message, evidence_messages
+
+    evidence = [("https://a.example/f/?y=1&x=2", UrlRule("/f/", RULE_SORT), "t:sha1:A"),
+                ("https://a.example/i?ref=2", UrlRule("/i", RULE_DROP, "ref"), "t:sha1:B"),
+                ("https://b.example/f/?y=1&x=2", UrlRule("/f/", RULE_SORT), "t:sha1:C")]
+    messages = evidence_messages(evidence)
+    assert sorted(attrs["host"] for _, attrs in messages) == ["a.example", "b.example"]
+    decoded = [e for data, attrs in messages for e in decode_message(data, attrs)[1]]
+    assert sorted(decoded) == sorted(evidence)
+    assert all(decode_message(data, attrs)[0] == [] for data, attrs in messages)
+
+
+def test_malformed_dust_evidence_is_a_bad_message():
+    import pytest
+
+    from transforms.formats.messages import BadMessage, decode_message
+
+    for rules in ('{"url": "x"}', '[{"url": "u", "action": "shuffle", "path": "/", '
+                  '"param": "", "digest": "d"}]', '[3]'):
+        with pytest.raises(BadMessage):
+            decode_message(('{"v": 1, "requests": [], "rules": ' + rules + '}').encode())

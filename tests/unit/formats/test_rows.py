@@ -134,9 +134,10 @@ def test_stored_page_outcome_is_fetched_whatever_the_result_said():
 def test_stored_page_content_parse_and_schedule_cells():
     cells = stored_page_row(_stored()).cells
     assert cells[CONTENT_FAMILY] == {"warc_file": "gs://bucket/warc/f-0001.warc.gz",
-                                     "warc_offset": "4096", "warc_length": "812"}
+                                     "warc_offset": "4096", "warc_length": "812",
+                                     "warc_type": "response"}
     assert cells[PARSE_FAMILY] == {"outlinks": "2", "title": "Hello", "noindex": "0",
-                                   "nofollow": "0"}
+                                   "nofollow": "0", "duplicate_of": "", "duplicate_kind": ""}
     assert cells[SCHEDULE_FAMILY] == {"depth": "2", "priority": "7", "host": "www.example.com",
                                       "discovered_from": PARENT}
 

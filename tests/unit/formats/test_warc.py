@@ -1,4 +1,5 @@
-"""Tests for transforms.formats.warc: records round-trip through warcio byte for byte."""
+"""Tests for transforms.formats.warc: records round-trip through warcio byte for byte, and
+revisit records for identical payloads are accepted by ``warcio check`` and ``cdxj-indexer``."""
 
 from __future__ import annotations
 
@@ -6,18 +7,25 @@ import base64
 import gzip
 import hashlib
 import io
+import json
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
 
 from transforms.core.digests import payload_digest
-from transforms.core.records import CrawlRequest, FetchResult
+from transforms.core.records import CrawlRequest, FetchResult, Revisit
 from transforms.formats.warc import (
     GZIP_LEVEL,
+    REVISIT_PROFILE,
     WarcFileBuilder,
     build_response_record,
+    build_revisit_record,
     build_warcinfo_record,
+    capture_date,
     format_warc_date,
     read_record,
     warc_filename,
@@ -319,3 +327,153 @@ def test_warc_filename_random_part_avoids_collisions():
     for name in names:
         assert re.fullmatch(r"warc/2024/05/01/crawl-20240501123000-000-000000-[0-9a-f]{8}"
                             r"\.warc\.gz", name)
+
+
+# --- revisit records -------------------------------------------------------------------------
+
+LATER = FETCHED_AT + 3600.123456
+MIRROR_RESULT = FetchResult(**{**HTML_RESULT.__dict__, "final_url": "https://mirror.example/",
+                               "request": CrawlRequest(url="https://mirror.example/"),
+                               "fetched_at": LATER, "headers": (
+    ("Content-Type", "text/html; charset=utf-8"), ("Transfer-Encoding", "chunked"),
+    ("ETag", '"v2"'))})
+
+
+def revisit_of(original: FetchResult) -> Revisit:
+    """What the dedup stage records for a later page with ``original``'s payload."""
+    return Revisit(original.final_url, capture_date(original), payload_digest(original.body or b""))
+
+
+def header_fields(record: bytes) -> tuple[str, dict[str, str], bytes]:
+    """(version line, WARC header fields, block) of one decompressed record."""
+    head, _, rest = record.partition(b"\r\n\r\n")
+    lines = head.decode().split("\r\n")
+    fields = dict(line.split(": ", 1) for line in lines[1:])
+    assert rest.endswith(b"\r\n\r\n")  # the two CRLFs that close every record
+    return lines[0], fields, rest[:-4]
+
+
+@pytest.fixture(name="revisit_file")
+def revisit_file_fixture(tmp_path: Path) -> tuple[Path, list[tuple[int, int]]]:
+    builder = WarcFileBuilder("dedup.warc.gz", "beam-crawler/0.1")
+    locations = [builder.add(HTML_RESULT),
+                 builder.add(MIRROR_RESULT, revisit=revisit_of(HTML_RESULT))]
+    path = tmp_path / "dedup.warc.gz"
+    path.write_bytes(builder.getvalue())
+    return path, locations
+
+
+@pytest.mark.parametrize("fetched_at", [FETCHED_AT, LATER, 1_700_000_000.0, 1.999999])
+def test_every_capture_record_is_dated_by_capture_date(fetched_at):
+    result = FetchResult(**{**HTML_RESULT.__dict__, "fetched_at": fetched_at})
+    ftp = FetchResult(**{**result.__dict__, "final_url": "ftp://files.example/a"})
+    expected = format_warc_date(fetched_at)
+    assert capture_date(result) == expected
+    for data in (build_response_record(result), build_response_record(ftp),
+                 build_revisit_record(result, revisit_of(HTML_RESULT))):
+        assert read_record(data, 0).warc_headers["WARC-Date"] == expected
+
+
+def test_revisit_record_headers_follow_the_warc_1_1_identical_payload_profile():
+    record = gzip.decompress(build_revisit_record(MIRROR_RESULT, revisit_of(HTML_RESULT)))
+    version, fields, block = header_fields(record)
+    assert version == "WARC/1.1"
+    assert fields["WARC-Type"] == "revisit"
+    assert re.fullmatch(r"<urn:uuid:[0-9a-f-]{36}>", fields["WARC-Record-ID"])
+    assert fields["WARC-Date"] == format_warc_date(LATER)
+    assert fields["WARC-Target-URI"] == "https://mirror.example/"
+    assert fields["WARC-Profile"] == REVISIT_PROFILE
+    assert REVISIT_PROFILE == "http://netpreserve.org/warc/1.1/revisit/identical-payload-digest"
+    assert fields["WARC-Refers-To-Target-URI"] == "https://example.com/"
+    assert fields["WARC-Refers-To-Date"] == "2024-05-01T12:30:00.250000Z"
+    assert fields["WARC-Payload-Digest"] == sha1_b32(HTML)
+    assert fields["Content-Type"] == "application/http; msgtype=response"
+    assert "WARC-Truncated" not in fields
+    # The block is the new fetch's status line and headers, with no payload after them.
+    assert int(fields["Content-Length"]) == len(block)
+    assert fields["WARC-Block-Digest"] == sha1_b32(block)
+    assert block == (b"HTTP/1.1 200 OK\r\nContent-Type: text/html; charset=utf-8\r\n"
+                     b'ETag: "v2"\r\n\r\n')
+
+
+def test_revisit_needs_no_body_and_refers_to_the_given_digest_not_its_own():
+    bodiless = MIRROR_RESULT.without_body()
+    revisit = Revisit("https://example.com/", "2024-05-01T12:30:00.250000Z", "sha1:" + "B" * 32)
+    view = read_record(build_revisit_record(bodiless, revisit), 0)
+    assert view.warc_headers["WARC-Payload-Digest"] == "sha1:" + "B" * 32
+    assert view.payload == b""
+
+
+def test_read_record_reads_a_revisit_back(revisit_file):
+    path, locations = revisit_file
+    with path.open("rb") as stream:
+        view = read_record(stream, locations[1][0])
+    assert view.record_type == "revisit"
+    assert view.target_uri == "https://mirror.example/"
+    assert view.http_status == 200
+    assert view.http_headers == (("Content-Type", "text/html; charset=utf-8"),
+                                 ("ETag", '"v2"'))
+    assert view.payload == b""
+    assert view.warc_headers["WARC-Refers-To-Target-URI"] == "https://example.com/"
+    original = read_record(path.read_bytes(), locations[0][0])
+    assert view.warc_headers["WARC-Refers-To-Date"] == original.warc_headers["WARC-Date"]
+    assert view.warc_headers["WARC-Payload-Digest"] == \
+        original.warc_headers["WARC-Payload-Digest"]
+
+
+def test_builder_locates_each_record_as_its_own_gzip_member(revisit_file):
+    path, locations = revisit_file
+    data = path.read_bytes()
+    (first, first_length), (second, second_length) = locations
+    assert first + first_length == second
+    assert second + second_length == len(data)
+    member = gzip.decompress(data[second:second + second_length])
+    assert member.startswith(b"WARC/1.1\r\nWARC-Type: revisit\r\n")
+
+
+def test_warcio_check_accepts_a_response_followed_by_its_revisit(revisit_file):
+    path, _ = revisit_file
+    checked = subprocess.run([str(Path(sys.executable).parent / "warcio"), "check", "-v",
+                              str(path)], capture_output=True, text=True, check=False)
+    assert checked.returncode == 0, checked.stdout + checked.stderr
+    assert re.search(r"response\s+digest pass", checked.stdout)
+    assert re.search(r"revisit\s+digest present but not checked", checked.stdout)
+
+
+def test_cdxj_indexer_lists_both_captures_with_one_digest(revisit_file):
+    path, locations = revisit_file
+    indexed = subprocess.run([str(Path(sys.executable).parent / "cdxj-indexer"), str(path)],
+                             capture_output=True, text=True, check=True)
+    lines = [line.split(" ", 2) for line in indexed.stdout.splitlines()]
+    entries = {json.loads(fields)["url"]: (key, stamp, json.loads(fields))
+               for key, stamp, fields in lines}
+    assert set(entries) == {"https://example.com/", "https://mirror.example/"}
+    _, stamp, original = entries["https://example.com/"]
+    key, revisit_stamp, revisit = entries["https://mirror.example/"]
+    assert (original["mime"], original["status"]) == ("text/html", "200")
+    assert (revisit["mime"], revisit["status"]) == ("warc/revisit", "200")
+    assert original["digest"] == revisit["digest"] == sha1_b32(HTML)
+    assert (key, stamp, revisit_stamp) == ("example,mirror)/", "20240501123000",
+                                           "20240501133000")
+    assert [(int(original["offset"]), int(original["length"])),
+            (int(revisit["offset"]), int(revisit["length"]))] == locations
+
+
+def test_a_revisit_without_http_framing_has_an_empty_untyped_block():
+    ftp = FetchResult(**{**MIRROR_RESULT.__dict__, "final_url": "ftp://files.example/a.html"})
+    record = gzip.decompress(build_revisit_record(ftp, revisit_of(HTML_RESULT)))
+    _, fields, block = header_fields(record)
+    assert (fields["WARC-Type"], fields["Content-Length"], block) == ("revisit", "0", b"")
+    assert "Content-Type" not in fields
+    assert read_record(build_revisit_record(ftp, revisit_of(HTML_RESULT)), 0).payload == b""
+
+
+def test_a_revisit_without_status_or_digest_is_refused_and_the_file_is_unchanged():
+    builder = WarcFileBuilder("x.warc.gz", "beam-crawler/0.1")
+    size = builder.size
+    with pytest.raises(ValueError):
+        builder.add(FetchResult(**{**MIRROR_RESULT.__dict__, "status": None}),
+                    revisit=revisit_of(HTML_RESULT))
+    with pytest.raises(ValueError):
+        builder.add(MIRROR_RESULT, revisit=revisit_of(HTML_RESULT)._replace(payload_digest=""))
+    assert (builder.size, builder.count) == (size, 0)

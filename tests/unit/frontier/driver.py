@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from transforms.core.records import AckToken, CrawlRequest, FetchResult
+from transforms.core.records import AckToken, CrawlRequest, FetchResult, UrlRule
 from transforms.formats.batch_rows import outcome_rows
 from transforms.formats.row_writes import fetch_write
 from transforms.frontier.cells import FrontierCells, MemoryBag, MemoryCell, SeenCache
@@ -57,11 +57,12 @@ class FrontierDriver:
                              v["seen"], b["seen_frozen"], cache=self.cache)
 
     def element(self, requests: Sequence[CrawlRequest], now: float,
-                tokens: Sequence[AckToken] = ()) -> Effects:
+                tokens: Sequence[AckToken] = (),
+                rules: Sequence[tuple[UrlRule, str]] = ()) -> Effects:
         self.now = max(self.now, now)
         cells = self.cells()
         core = cells.core(self.config, self.key)
-        return self._carry_out(core, core.on_element(requests, tokens, now), cells, now)
+        return self._carry_out(core, core.on_element(requests, tokens, now, rules), cells, now)
 
     def timer(self, now: float) -> Effects:
         self.now = max(self.now, now)

@@ -119,6 +119,7 @@ def test_local_defaults_are_added(tmp_path):
         "notifications_topic": ["projects/proj-x/topics/notifications"],
         "bigtable_instance": ["inst-x"],
         "warc_prefix": ["gs://bucket-x/warc"],
+        "export_roll_seconds": ["10"],
     }
 
 
@@ -126,7 +127,7 @@ def test_user_flags_are_kept_after_the_defaults(tmp_path):
     user = ["--max_pages=10", "--min-delay", "0.5"]
     argv = _stack(tmp_path).pipeline_args(user)
     assert argv[-len(user):] == user
-    assert len(argv) == len(user) + 6
+    assert len(argv) == len(user) + 7
 
 
 @pytest.mark.parametrize("given", [
@@ -142,7 +143,7 @@ def test_a_flag_the_user_gave_in_either_spelling_is_not_defaulted(tmp_path, give
     name = given[0][2:].split("=", 1)[0].replace("-", "_")
     defaults = _flag_values(argv[:-len(given)])
     assert name not in defaults
-    assert len(defaults) == 5
+    assert len(defaults) == 6
     assert argv[-len(given):] == given
 
 

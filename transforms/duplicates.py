@@ -1,0 +1,136 @@
+"""``DetectDuplicates``: exact duplicates across URLs, keyed by content digest.
+
+Between ``ExtractLinks`` and ``PublishLinks``: a parsed page is keyed by its content
+(``transforms.core.duplicates.content_key``: the normalized main text's digest, or the payload
+digest for a page without text) and judged against that content's record
+(``transforms.core.duplicates.judge``):
+
+    Discovered(links, page) -> key "t:<text digest>" -> record in state (read from the dedup
+      table on the key's first element: the table is the truth, state its cache)
+      -> first URL: the original; later URLs: duplicate_of; same bytes: a WARC revisit
+      -> a duplicate's links dropped unless --follow_duplicate_links
+      -> DUST evidence (two URLs of one key, same text) rides with the links to the frontier
+      -> changed records written to the dedup table at the end of the bundle, before the
+         bundle's outputs are committed downstream
+
+Fetch results that are not pages (errors, redirects, sitemaps) and pages that could not be
+decoded pass through untouched.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from typing import Any
+
+import apache_beam as beam
+from apache_beam.coders import PickleCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+
+from transforms import METRICS_NAMESPACE
+from transforms.core.duplicates import DigestRecord, Probe, content_key, judge
+from transforms.core.records import Discovered, ParsedPage
+from transforms.formats.digest_rows import digest_row, digest_row_key, record_from_cells
+from transforms.formats.rows import Row
+from transforms.formats.schema import DEDUP_TABLE
+from transforms.formats.warc import capture_date
+from transforms.frontier.store import StoreSpec
+
+
+def _keyed(item: Discovered) -> tuple[str, Discovered]:
+    assert isinstance(item.item, ParsedPage)
+    return content_key(item.item), item
+
+
+class _PageOrOther(beam.PartitionFn):
+    """Partition 0: parsed pages with a digest; 1: everything else."""
+
+    def partition_for(self, element: Any, num_partitions: int, *args: Any,
+                      **kwargs: Any) -> int:
+        return 0 if isinstance(element.item, ParsedPage) and bool(element.item.checksum) else 1
+
+
+class _JudgeFn(beam.DoFn):
+    RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
+
+    def __init__(self, store: StoreSpec, table: str, follow_links: bool) -> None:
+        self._spec, self._table, self._follow = store, table, follow_links
+
+    def setup(self) -> None:
+        self._store = self._spec.open()
+        self._pages = Metrics.counter(METRICS_NAMESPACE, "dedup_pages")
+        self._duplicates = Metrics.counter(METRICS_NAMESPACE, "duplicates_found")
+        self._payload_duplicates = Metrics.counter(METRICS_NAMESPACE, "duplicates_payload")
+        self._revisits = Metrics.counter(METRICS_NAMESPACE, "revisits_identical_payload")
+        self._links_dropped = Metrics.counter(METRICS_NAMESPACE, "duplicate_links_dropped")
+        self._evidence = Metrics.counter(METRICS_NAMESPACE, "dust_evidence")
+        self._reads = Metrics.counter(METRICS_NAMESPACE, "dedup_rows_read")
+
+    def teardown(self) -> None:
+        self._store.close()
+
+    def start_bundle(self) -> None:
+        self._rows: dict[str, Row] = {}
+
+    def process(self, element: tuple[str, Discovered],
+                record_state=beam.DoFn.StateParam(RECORD)) -> Iterator[Discovered]:
+        key, item = element
+        page = item.item
+        assert isinstance(page, ParsedPage)
+        record: DigestRecord | None = record_state.read()
+        if record is None:
+            self._reads.inc()
+            record = record_from_cells(self._store.read_row(self._table, digest_row_key(key)))
+        fetch = page.fetch
+        words = page.content.word_count if page.content is not None else 0
+        probe = Probe(fetch.request.url, fetch.host, fetch.final_url, page.checksum,
+                      capture_date(fetch), fetch.fetched_at, words, not fetch.request.revisit)
+        record, verdict, changed = judge(record, probe)
+        record_state.write(record)
+        if changed:
+            self._rows[key] = digest_row(key, record, fetch.fetched_at)
+        self._pages.inc()
+        links = item.links
+        if verdict.duplicate_of is not None:
+            self._duplicates.inc()
+            if verdict.revisit is not None:
+                self._payload_duplicates.inc()
+            if not self._follow and links:
+                self._links_dropped.inc(len(links))
+                links = ()
+        if verdict.revisit is not None:
+            self._revisits.inc()
+        if verdict.duplicate_of is not None or verdict.revisit is not None:
+            page = dataclasses.replace(
+                page, duplicate_of=verdict.duplicate_of, duplicate_kind=verdict.kind,
+                revisit=verdict.revisit,
+                outlinks=page.outlinks if links or not item.links else ())
+        rules = item.rules
+        if verdict.rule is not None:
+            self._evidence.inc()
+            rules = (*rules, (probe.url, verdict.rule, key))
+        yield Discovered(links, page, rules)
+
+    def finish_bundle(self) -> None:
+        if self._rows:
+            self._store.write_rows(self._table, list(self._rows.values()))
+            self._rows = {}
+
+
+class DetectDuplicates(beam.PTransform):
+    """Discovered -> Discovered, pages annotated with ``duplicate_of`` / ``revisit`` (see the
+    module docstring). ``follow_links``: a duplicate's links still go to the frontier."""
+
+    def __init__(self, store: StoreSpec, table: str = DEDUP_TABLE,
+                 follow_links: bool = False) -> None:
+        super().__init__()
+        self._store, self._table, self._follow = store, table, follow_links
+
+    def expand(self, discovered: beam.PCollection) -> beam.PCollection:
+        pages, others = discovered | "SplitPages" >> beam.Partition(_PageOrOther(), 2)
+        judged = (pages
+                  | "KeyByContent" >> beam.Map(_keyed).with_output_types(tuple[str, Any])
+                  | "JudgeContent" >> beam.ParDo(_JudgeFn(self._store, self._table,
+                                                          self._follow)))
+        return (judged, others) | "AllDiscovered" >> beam.Flatten()

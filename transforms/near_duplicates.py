@@ -1,0 +1,219 @@
+"""``FindNearDuplicates``: stored pages -> the near copies among them (MinHash LSH as keyed
+state, backed by the ``dedup`` table).
+
+Each page with a MinHash signature (``PageContent.signature``) and no exact original
+(``duplicate_of``, found by the exact stage before it) goes to its 10 band keys
+(``transforms.core.lsh.band_keys``). One band key's state is its bucket: a bounded list of
+(URL, host, signature) candidates, a cache of the key's ``l#<band key>`` row. For each page the
+key compares it with the candidates and reports the best one at or above the threshold as its
+original (``transforms.core.lsh.judge``); a page that matched nothing joins the bucket, first
+come kept, within the bounds that ``transforms.core.lsh`` documents.
+
+    StoredPage -> ProbeBands -> (band key, Probe) x 10 -> [shuffle] -> JudgeBands
+        -> NearDuplicate(url, host, original, similarity, at)
+
+Reports: a page reaches up to 10 keys, so it can match in several bands. The judging DoFn keeps
+its reports until the end of the bundle and emits one per URL (the most similar original);
+a page whose bands were judged in different bundles (or by different workers) is reported once
+per such bundle, at most once per band. Consumers keep the latest or the most similar; writing
+``p:near_duplicate_of`` to the webtable is idempotent for them.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, NamedTuple
+
+import apache_beam as beam
+from apache_beam.coders import BytesCoder
+from apache_beam.metrics import Metrics
+from apache_beam.transforms.timeutil import TimeDomain
+from apache_beam.transforms.userstate import ReadModifyWriteStateSpec, TimerSpec, on_timer
+from apache_beam.utils.windowed_value import WindowedValue
+
+from transforms import METRICS_NAMESPACE
+from transforms.core.lsh import (
+    DEFAULT_THRESHOLD,
+    MIN_THRESHOLD,
+    Candidate,
+    Match,
+    band_keys,
+    judge,
+)
+from transforms.core.records import NearDuplicate, StoredPage
+from transforms.formats.band_rows import (
+    band_row,
+    band_row_key,
+    bucket_from_cells,
+    decode_bucket,
+    encode_bucket,
+)
+from transforms.formats.rows import Row
+from transforms.formats.schema import DEDUP_TABLE
+from transforms.frontier.store import StoreSpec
+
+_LOG = logging.getLogger(__name__)
+
+# A band key's state is dropped after this long without a page (the row keeps the bucket, and
+# the key reads it again on its next page): runner state then holds the recently active keys,
+# not one entry per band of every page ever crawled.
+DEFAULT_IDLE_SECONDS = 3600.0
+
+
+class Probe(NamedTuple):
+    """A page as one band key sees it."""
+
+    url: str
+    host: str
+    signature: bytes
+    at: float
+
+
+class _ProbeBandsFn(beam.DoFn):
+    """StoredPage -> (band key, Probe) for each band of a page that has a signature and is
+    not an exact duplicate (those are counted and dropped here)."""
+
+    def setup(self) -> None:
+        self._signed = Metrics.counter(METRICS_NAMESPACE, "pages_signed")
+        self._unsigned = Metrics.counter(METRICS_NAMESPACE, "near_dup_skipped_no_signature")
+        self._exact = Metrics.counter(METRICS_NAMESPACE, "near_dup_skipped_exact_duplicate")
+
+    def process(self, stored: StoredPage) -> Iterator[tuple[str, Probe]]:
+        page = stored.page
+        if page.duplicate_of:
+            self._exact.inc()
+            return
+        if page.content is None or not page.content.signature:
+            self._unsigned.inc()
+            return
+        self._signed.inc()
+        probe = Probe(page.fetch.request.url, page.fetch.host, page.content.signature,
+                      page.fetch.fetched_at)
+        for key in band_keys(probe.signature):
+            yield key, probe
+
+
+class _JudgeBandsFn(beam.DoFn):
+    """One band key's bucket: compares each page with it, reports the best match and admits
+    the page per ``transforms.core.lsh.judge``.
+
+    Invariant: the state, when present, equals the key's row as this DoFn last wrote or read
+    it (rows are written at the end of each bundle, before the bundle's reports leave).
+    Timeline of one key::
+
+        page arrives, no state -> read row l#<key> (or this instance's unwritten row) ->
+        judge -> state = bucket, idle timer = now + idle_seconds -> report kept
+        ... end of bundle -> changed rows written -> reports emitted, one per URL
+        ... idle timer fires -> state cleared (the row stays; the next page reads it again)
+    """
+
+    BUCKET = ReadModifyWriteStateSpec("bucket", BytesCoder())
+    IDLE = TimerSpec("idle", TimeDomain.REAL_TIME)
+
+    def __init__(self, store: StoreSpec, table: str, threshold: float, idle_seconds: float,
+                 clock: Callable[[], float] = time.time) -> None:
+        self._spec, self._table = store, table
+        self._threshold, self._idle_seconds, self._clock = threshold, idle_seconds, clock
+
+    def setup(self) -> None:
+        self._store = self._spec.open()
+        self._checked = Metrics.counter(METRICS_NAMESPACE, "lsh_candidates_checked")
+        self._found = Metrics.counter(METRICS_NAMESPACE, "near_duplicates_found")
+        self._rows_read = Metrics.counter(METRICS_NAMESPACE, "band_rows_read")
+        self._rows_written = Metrics.counter(METRICS_NAMESPACE, "band_rows_written")
+
+    def teardown(self) -> None:
+        self._store.close()
+
+    def start_bundle(self) -> None:
+        # The bundle's changed rows, by band key; also read before the store, so a key whose
+        # state expired mid-bundle sees its own unwritten changes. Reset per bundle: a retried
+        # bundle must not see the rows of the failed attempt.
+        self._unwritten: dict[str, Row] = {}
+        self._reports: dict[str, tuple[NearDuplicate, Any, Any]] = {}
+
+    def process(self, element: tuple[str, Probe], bucket_state=beam.DoFn.StateParam(BUCKET),
+                idle=beam.DoFn.TimerParam(IDLE), window=beam.DoFn.WindowParam,
+                timestamp=beam.DoFn.TimestampParam) -> Iterator[Any]:
+        key, probe = element
+        raw = bucket_state.read()
+        bucket = decode_bucket(raw.decode("utf-8")) if raw is not None else self._load(key)
+        self._checked.inc(sum(1 for c in bucket if c.url != probe.url))
+        verdict = judge(bucket, Candidate(probe.url, probe.host, probe.signature),
+                        self._threshold)
+        if verdict.bucket is not None or raw is None:
+            bucket = verdict.bucket if verdict.bucket is not None else bucket
+            bucket_state.write(encode_bucket(bucket).encode("utf-8"))
+        if verdict.bucket is not None:
+            # Stamped with the clock, not the page's fetch time: a page fetched earlier but
+            # judged later must still make the newest cell of the row.
+            self._unwritten[key] = band_row(key, verdict.bucket, self._clock())
+        idle.set(self._clock() + self._idle_seconds)
+        if verdict.match is not None:
+            self._keep(probe, verdict.match, window, timestamp)
+        yield from ()
+
+    @on_timer(IDLE)
+    def expire(self, bucket_state=beam.DoFn.StateParam(BUCKET)) -> None:
+        bucket_state.clear()
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        if self._unwritten:
+            rows = list(self._unwritten.values())
+            self._store.write_rows(self._table, rows)
+            self._rows_written.inc(len(rows))
+            self._unwritten = {}
+        for report, timestamp, window in self._reports.values():
+            self._found.inc()
+            _LOG.info("near duplicate", extra={"url": report.url, "original": report.original,
+                                               "similarity": report.similarity})
+            yield WindowedValue(report, timestamp, (window,))
+        self._reports = {}
+
+    def _load(self, key: str) -> tuple[Candidate, ...]:
+        pending = self._unwritten.get(key)
+        if pending is not None:
+            return bucket_from_cells(pending.cells)
+        self._rows_read.inc()
+        return bucket_from_cells(self._store.read_row(self._table, band_row_key(key)))
+
+    def _keep(self, probe: Probe, match: Match, window: Any, timestamp: Any) -> None:
+        """Keeps the bundle's best report per URL (one page matches in several bands)."""
+        kept = self._reports.get(probe.url)
+        if kept is None or match.similarity > kept[0].similarity:
+            report = NearDuplicate(probe.url, probe.host, match.original, match.similarity,
+                                   probe.at)
+            self._reports[probe.url] = (report, timestamp, window)
+
+
+class FindNearDuplicates(beam.PTransform):
+    """PCollection[StoredPage] -> PCollection[NearDuplicate]: pages whose main text is a near
+    copy (estimated Jaccard >= ``threshold``) of a page seen before, in this job or an earlier
+    one (the buckets live in ``table``)."""
+
+    def __init__(self, store: StoreSpec, table: str = DEDUP_TABLE,
+                 threshold: float = DEFAULT_THRESHOLD,
+                 idle_seconds: float = DEFAULT_IDLE_SECONDS) -> None:
+        """Raises:
+            ValueError: when ``threshold`` is not in [``MIN_THRESHOLD``, 1] (below it the
+                bands rarely make a pair at the threshold a candidate) or ``idle_seconds`` is
+                not > 0.
+        """
+        super().__init__()
+        if not MIN_THRESHOLD <= threshold <= 1.0:
+            raise ValueError(f"near-duplicate threshold must be in [{MIN_THRESHOLD}, 1], "
+                             f"got {threshold}")
+        if idle_seconds <= 0:
+            raise ValueError(f"idle_seconds must be > 0, got {idle_seconds}")
+        self._store, self._table = store, table
+        self._threshold, self._idle_seconds = threshold, idle_seconds
+
+    def expand(self, pages: beam.PCollection) -> beam.PCollection:
+        return (pages
+                | "ProbeBands" >> beam.ParDo(_ProbeBandsFn()).with_output_types(
+                    tuple[str, Probe])
+                | "JudgeBands" >> beam.ParDo(_JudgeBandsFn(
+                    self._store, self._table, self._threshold, self._idle_seconds))
+                .with_output_types(NearDuplicate))
