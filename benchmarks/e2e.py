@@ -72,13 +72,14 @@ class Usage:
 
 
 def run_measured(cmd: Sequence[str], log: Path, timeout: float,
-                 env: dict[str, str] | None = None) -> Usage:
-    """Runs ``cmd`` in its own session; CPU and peak RSS from ``wait4`` cover the process and
-    the children it waited for (processes it leaves running, like the emulators, are not)."""
+                 env: dict[str, str] | None = None, cwd: Path = REPO) -> Usage:
+    """Runs ``cmd`` in its own session, in ``cwd`` (another source tree's, to run that tree's
+    crawler with ``python -m``); CPU and peak RSS from ``wait4`` cover the process and the
+    children it waited for (processes it leaves running, like the emulators, are not)."""
     started = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=env,
-                                cwd=REPO, start_new_session=True)
+                                cwd=cwd, start_new_session=True)
     timed_out = False
     try:
         while True:

@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from pipeline.demo.pages import SiteSpec, build_responses
+from transforms.core.digests import with_digest
 from transforms.core.extraction import parse_page
 from transforms.core.links import extract_html
 from transforms.core.minhash import text_signature
@@ -101,10 +102,12 @@ def canonicalize_each(urls: Sequence[str],
 
 
 def fetch_results(pages: list[tuple[str, bytes]]) -> list[FetchResult]:
-    """The pages as the fetcher hands them to the extract stage (200, text/html, as sent)."""
-    return [FetchResult(CrawlRequest(url), url.split("/", 3)[2], 0.0, url, status=200,
-                        content_type="text/html", headers=(("Content-Type", "text/html"),),
-                        body=body, content_length=len(body))
+    """The pages as the fetcher hands them to the extract stage: 200, text/html, the body as
+    sent and its payload digest (which the fetch service computes, not this stage)."""
+    return [with_digest(FetchResult(CrawlRequest(url), url.split("/", 3)[2], 0.0, url,
+                                    status=200, content_type="text/html",
+                                    headers=(("Content-Type", "text/html"),), body=body,
+                                    content_length=len(body)))
             for url, body in pages]
 
 

@@ -251,6 +251,11 @@ class CrawlerOptions(PipelineOptions):
                 raise ValueError(f"--{name} must be >= 1, got {count}")
         if s.max_redirects < 0 or s.max_pages < 0:
             raise ValueError("--max_redirects and --max_pages must be >= 0")
+        if not 0.8 <= s.near_duplicate_threshold <= 1.0:  # the LSH bands are tuned for >= 0.8
+            raise ValueError("--near_duplicate_threshold must be in [0.8, 1], got "
+                             f"{s.near_duplicate_threshold}")
+        if s.export_roll_seconds <= 0:
+            raise ValueError(f"--export_roll_seconds must be > 0, got {s.export_roll_seconds}")
         if not 0 < s.seen_error_rate < 0.5:
             raise ValueError(f"--seen_error_rate must be in (0, 0.5), got {s.seen_error_rate}")
         if not s.crawl_user_agent.split("/", 1)[0].strip():

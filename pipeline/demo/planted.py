@@ -228,8 +228,8 @@ def render(page: PlantedPage, related: Sequence[PlantedPage] = ()) -> str:
     article = f"<h1>{e(page.title)}</h1>\n" + "\n".join(f"<p>{e(p)}</p>"
                                                          for p in page.paragraphs)
     if page.layout == "print":
-        body = (f'<div class="print-banner"><a href="/">Planted corpus</a> &raquo; print'
-                f' view</div>\n<div class="print-body">\n<article class="print">\n{article}\n'
+        body = (f'<nav class="print-banner"><a href="/">Planted corpus</a> &raquo; print'
+                f' view</nav>\n<div class="print-body">\n<article class="print">\n{article}\n'
                 f'</article>\n</div>\n<footer class="print-footer">Printed from the planted '
                 f"corpus.</footer>")
     elif page.layout == "mobile":

@@ -7,14 +7,15 @@ the tree itself.
 
 **Main text.** No text-extraction library fits the extract stage's budget (about 1 ms a page
 for everything; trafilatura takes 20 ms, justext 11, resiliparse 1.5 and parses the page again),
-so the boilerplate is removed on the parsed tree: one ``css()`` walk selects what is not main
-text (:data:`BOILERPLATE_TAGS`, :data:`LANDMARK_ROLES`: scripts, styles and embedded objects;
-``nav``, ``header``, ``footer``, ``aside``, forms' buttons and selects, dialogs; the ARIA
-landmarks navigation, banner, contentinfo, complementary, search, menu and menubar; anything
-``hidden`` or ``aria-hidden``), each match is unlinked, and the rest of ``<body>`` is read with a space at
-every element boundary (so that ``<td>a</td><td>b</td>`` gives two words, not ``ab``) and its
-whitespace collapsed. Site chrome written as plain ``div``s (``<div class=sidebar>``) stays;
-the research (issue 15) measured +0.3 ms a page for this on top of the parse.
+so the boilerplate is removed on the parsed tree. One ``css()`` walk selects the candidates:
+the tags of :data:`BOILERPLATE_TAGS` (scripts, styles, embedded objects, ``nav``, ``header``,
+``footer``, ``aside``, buttons, selects, dialogs) and every element with a ``role``,
+``aria-hidden`` or ``hidden`` attribute, of which those ``hidden``, ``aria-hidden=true`` or
+with a role of :data:`LANDMARK_ROLES` (the ARIA navigation, banner, contentinfo, complementary,
+search, menu and menubar) are boilerplate too. Each is unlinked, and the rest of ``<body>`` is
+read with a space at every element boundary (so that ``<td>a</td><td>b</td>`` gives two words,
+not ``ab``) and its whitespace collapsed. Site chrome written as plain ``div``s
+(``<div class=sidebar>``) stays. This costs about 0.3 ms a page on top of the parse.
 
 **Caps** (the webtable's ``p`` family and the exports hold these as they are):
 
@@ -45,7 +46,7 @@ MAX_OUTLINKS = 1_000
 MAX_PREVIEW_CHARS = 1_000
 MAX_URL_CHARS = 4_096
 MAX_REL_CHARS = 128
-MAX_LANG_CHARS = 35  # BCP 47's longest well-formed tag in practice (RFC 5646 section 4.4.1)
+MAX_LANG_CHARS = 35  # the length RFC 5646 (section 4.4.1) asks every implementation to handle
 
 BOILERPLATE_TAGS = frozenset({
     "script", "style", "noscript", "template", "svg", "math", "iframe", "object", "canvas",
@@ -163,16 +164,9 @@ def language_tag(value: str | None) -> str | None:
 def capped_outlinks(outlinks: tuple[OutLink, ...]) -> tuple[OutLink, ...]:
     """The first :data:`MAX_OUTLINKS` links whose URL fits :data:`MAX_URL_CHARS`, with rel
     strings cut at :data:`MAX_REL_CHARS`."""
-    kept: list[OutLink] = []
-    for link in outlinks:
-        if len(link.url) > MAX_URL_CHARS:
-            continue
-        if len(link.rel) > MAX_REL_CHARS:
-            link = link._replace(rel=link.rel[:MAX_REL_CHARS])
-        kept.append(link)
-        if len(kept) == MAX_OUTLINKS:
-            break
-    return tuple(kept)
+    kept = [link for link in outlinks if len(link.url) <= MAX_URL_CHARS][:MAX_OUTLINKS]
+    return tuple(link if len(link.rel) <= MAX_REL_CHARS
+                 else link._replace(rel=link.rel[:MAX_REL_CHARS]) for link in kept)
 
 
 def _is_boilerplate(attrs: LexborAttributes) -> bool:

@@ -355,3 +355,33 @@ def test_the_command_fetches_robots_txt_without_robots_file(capsys):
     data = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert data["robots"]["source"] == "fetched" and data["robots"]["status"] == 200
     assert data["verdict"] == "would NOT be crawled: robots.txt: disallowed for beam-crawler"
+
+
+def test_explain_shows_the_rules_the_host_learned_and_what_a_link_becomes(capsys):
+    from pipeline.ops.explain import run_explain
+
+    url = "http://127.0.0.1:9/facet/?size=m&color=red"
+    asked: list[str] = []
+
+    def rules_of(key: str) -> tuple[str, ...]:
+        asked.append(key)
+        return ("sort /facet/", "drop /item ref")
+
+    robots = _robots_file_for_explain()
+    code = run_explain(url, robots_file=robots, rules_of=rules_of)
+    out = capsys.readouterr().out
+    assert code == 0 and asked == ["127.0.0.1:9"]
+    assert "learned rules    sort /facet/, drop /item ref" in out
+    assert "fetched as http://127.0.0.1:9/facet/?color=red&size=m" in out
+    run_explain(url, robots_file=robots, rules_of=lambda key: (), as_json=True)
+    import json
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["learned_rules"] == [] and doc["rewritten_by_rules"] is None
+
+
+def _robots_file_for_explain() -> str:
+    import tempfile
+
+    with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+        f.write("User-agent: *\nAllow: /\n")
+    return f.name

@@ -311,3 +311,16 @@ def test_settings_read_the_policy_file_once(tmp_path, monkeypatch):
     settings = options.settings()
     assert settings.frontier_config().policy is settings.policy  # one Policy for every step
     assert settings.policy.defaults.min_delay == 3.0 and loads == [str(path)]
+
+
+@pytest.mark.parametrize("threshold", [0.5, 0.79, 1.01])
+def test_near_duplicate_threshold_outside_what_the_lsh_bands_serve(threshold):
+    with pytest.raises(ValueError, match=r"--near_duplicate_threshold must be in \[0.8, 1\]"):
+        _options(near_duplicate_threshold=threshold).validate_crawler()
+
+
+def test_exports_go_beside_the_warc_files_unless_told_otherwise():
+    assert _options(warc_prefix="gs://b/warc").settings().exports_prefix() == "gs://b/exports"
+    assert _options(warc_prefix="gs://b").settings().exports_prefix() == "gs://b/exports"
+    assert _options(export_prefix="gs://c/x").settings().exports_prefix() == "gs://c/x"
+    assert _options(export_prefix="none").settings().exports_prefix() == ""
