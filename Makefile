@@ -5,7 +5,7 @@ PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
 .PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile \
-	bench-backlog bench-batches
+	bench-backlog bench-batches bench-analysts
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -57,6 +57,13 @@ bench-backlog: $(STAMP)
 ## notification's delay after each batch's last URL -> results/batches.json.
 bench-batches: $(STAMP)
 	$(VENV)/bin/python -m benchmarks.batches --out results/batches.json $(ARGS)
+
+## Issue 15's cost: the e2e crawl (unthrottled, the documentation sites) by the crawler before it
+## (commit f41468e, from a temporary git worktree) and now, alternating, 3 repetitions each: the
+## ratio now/before of pages/s (goal: at least 0.85) and CPU per page -> results/analysts_e2e.json.
+bench-analysts: $(STAMP)
+	$(VENV)/bin/python -m benchmarks.testbed --full
+	$(VENV)/bin/python -m benchmarks.analysts_e2e --full --repeat 3 --out results/analysts_e2e.json $(ARGS)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .

@@ -230,7 +230,8 @@ def report(summary: dict[str, Any]) -> str:
         cells = []
         for name in ("before", "now"):
             s = summary[name][key]
-            cells.append(f"{s['median']:.2f} ({s['min']:.2f}..{s['max']:.2f})" if s else "-")
+            cells.append(f"{_num(s['median'])} ({_num(s['min'])}..{_num(s['max'])})" if s
+                         else "-")
         lines.append(f"{label:24}{cells[0]:>25}{cells[1]:>25}")
     r = summary["ratio"]
     lines.append(f"now/before: pages/s {r['pages_per_s']}, over wall time {r['pages_per_wall_s']},"
@@ -238,6 +239,10 @@ def report(summary: dict[str, Any]) -> str:
     lines.append(f"slowdown {summary['slowdown_pct']}% (goal: at most "
                  f"{100 * (1 - GOAL_RATIO):.0f}%): {'met' if summary['meets_goal'] else 'NOT met'}")
     return "\n".join(lines)
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}" if abs(x) >= 100 else f"{x:.2f}"
 
 
 def choose_sites(full: bool, root: Path, site_pages: int) -> tuple[list[Site], list[str]]:

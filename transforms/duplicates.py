@@ -7,6 +7,7 @@ digest for a page without text) and judged against that content's record
 
     Discovered(links, page) -> key "t:<text digest>" -> record in state (read from the dedup
       table on the key's first element: the table is the truth, state its cache)
+      (the bundle's rows read in one call before the shuffle and sent with the pages)
       -> first URL: the original; later URLs: duplicate_of; same bytes: a WARC revisit
       -> a duplicate's links dropped unless --follow_duplicate_links
       -> DUST evidence (two URLs of one key, same text) rides with the links to the frontier
@@ -27,6 +28,7 @@ import apache_beam as beam
 from apache_beam.coders import PickleCoder
 from apache_beam.metrics import Metrics
 from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
 from transforms.core.duplicates import DigestRecord, Probe, content_key, judge
@@ -37,10 +39,51 @@ from transforms.formats.schema import DEDUP_TABLE
 from transforms.formats.warc import capture_date
 from transforms.frontier.store import StoreSpec
 
+PREFETCH_PAGES = 50  # pages whose digest rows one read fetches, at most
+PREFETCH_BYTES = 8 << 20  # ... and at most this many body bytes waiting for it
 
-def _keyed(item: Discovered) -> tuple[str, Discovered]:
-    assert isinstance(item.item, ParsedPage)
-    return content_key(item.item), item
+
+class _KeyByContentFn(beam.DoFn):
+    """Discovered page -> (content key, (Discovered, the key's dedup row as read now)).
+
+    The bundle's digest rows are read in one call (every ``PREFETCH_PAGES`` pages or
+    ``PREFETCH_BYTES`` of bodies, and at the end of the bundle): a key judging its first page
+    then needs no read of its own. The judge prefers its state; the row only fills an empty
+    state, which happens on a key's first page in a job, before any write of its own."""
+
+    def __init__(self, store: StoreSpec, table: str) -> None:
+        self._spec, self._table = store, table
+
+    def setup(self) -> None:
+        self._store = self._spec.open()
+
+    def teardown(self) -> None:
+        self._store.close()
+
+    def start_bundle(self) -> None:
+        self._waiting: list[tuple[str, Discovered, Any, Any]] = []
+        self._bytes = 0
+
+    def process(self, item: Discovered, window=beam.DoFn.WindowParam,
+                timestamp=beam.DoFn.TimestampParam) -> Iterator[tuple[str, Any]]:
+        page = item.item
+        assert isinstance(page, ParsedPage)
+        self._waiting.append((content_key(page), item, window, timestamp))
+        self._bytes += len(page.fetch.body or b"")
+        if len(self._waiting) >= PREFETCH_PAGES or self._bytes >= PREFETCH_BYTES:
+            for value in self._flush():
+                yield value.value
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        yield from self._flush()
+
+    def _flush(self) -> list[WindowedValue]:
+        waiting, self._waiting, self._bytes = self._waiting, [], 0
+        if not waiting:
+            return []
+        rows = self._store.read_rows(self._table, [digest_row_key(k) for k, *_ in waiting])
+        return [WindowedValue((key, (item, rows.get(digest_row_key(key), {}))), timestamp,
+                              (window,)) for key, item, window, timestamp in waiting]
 
 
 class _PageOrOther(beam.PartitionFn):
@@ -73,15 +116,17 @@ class _JudgeFn(beam.DoFn):
     def start_bundle(self) -> None:
         self._rows: dict[str, Row] = {}
 
-    def process(self, element: tuple[str, Discovered],
+    def process(self, element: tuple[str, tuple[Discovered, Any]],
                 record_state=beam.DoFn.StateParam(RECORD)) -> Iterator[Discovered]:
-        key, item = element
+        key, (item, row) = element
         page = item.item
         assert isinstance(page, ParsedPage)
         record: DigestRecord | None = record_state.read()
-        if record is None:
+        if record is None and key in self._rows:  # written by this bundle, not yet stored
+            record = record_from_cells(self._rows[key].cells)
+        elif record is None:  # the key's first page: its row, read with the page
             self._reads.inc()
-            record = record_from_cells(self._store.read_row(self._table, digest_row_key(key)))
+            record = record_from_cells(row or None)
         fetch = page.fetch
         words = page.content.word_count if page.content is not None else 0
         probe = Probe(fetch.request.url, fetch.host, fetch.final_url, page.checksum,
@@ -130,7 +175,8 @@ class DetectDuplicates(beam.PTransform):
     def expand(self, discovered: beam.PCollection) -> beam.PCollection:
         pages, others = discovered | "SplitPages" >> beam.Partition(_PageOrOther(), 2)
         judged = (pages
-                  | "KeyByContent" >> beam.Map(_keyed).with_output_types(tuple[str, Any])
+                  | "KeyByContent" >> beam.ParDo(_KeyByContentFn(self._store, self._table))
+                  .with_output_types(tuple[str, Any])
                   | "JudgeContent" >> beam.ParDo(_JudgeFn(self._store, self._table,
                                                           self._follow)))
         return (judged, others) | "AllDiscovered" >> beam.Flatten()

@@ -2,7 +2,8 @@
 
 ``transforms`` is layered; each folder may import only the folders below it:
 
-    transforms/core       pure crawl logic: the standard library, protego, selectolax, yaml
+    transforms/core       pure crawl logic: the standard library, protego, selectolax, yaml,
+                          numpy, mmh3, datasketch (MinHash)
     transforms/formats    encodings of core records (rows, row keys, messages, index, WARC)
     transforms/frontier   one key's frontier decisions, pure (state, admission, leases, ...)
     transforms/fetchers   asyncio adapters: the fetch service, HTTP (aiohttp), FTP, SSRF guard

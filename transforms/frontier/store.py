@@ -163,6 +163,11 @@ class FrontierStore(Protocol):
         """The newest cells of one row of any table, or None when it has none."""
         ...
 
+    def read_rows(self, table: str, keys: Sequence[str]) -> dict[str, Cells]:
+        """The newest cells of many rows of any table in one call; rows without cells are
+        left out."""
+        ...
+
     def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
         """Every row of ``table`` with the newest cells of ``family`` only (small tables:
         the batches table's records)."""

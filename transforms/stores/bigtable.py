@@ -185,6 +185,15 @@ class BigtableStore:
         row = self._tables[table].read_row(key.encode("utf-8"), filter_=_LATEST)
         return None if row is None else _cells(row)
 
+    def read_rows(self, table: str, keys: Sequence[str]) -> dict[str, Cells]:
+        if not keys:
+            return {}
+        row_set = RowSet()
+        for key in dict.fromkeys(keys):
+            row_set.add_row_key(key.encode("utf-8"))
+        return {row.row_key.decode(): _cells(row)
+                for row in self._tables[table].read_rows(row_set=row_set, filter_=_LATEST)}
+
     def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
         only = row_filters.RowFilterChain([
             row_filters.FamilyNameRegexFilter(f"^{family}$"), _LATEST])

@@ -114,6 +114,11 @@ class MemoryFrontierStore:
         with self._lock:
             return self.latest(self._table(table), key) or None
 
+    def read_rows(self, table: str, keys: Sequence[str]) -> dict[str, Cells]:
+        with self._lock:
+            rows = self._table(table)
+            return {key: cells for key in keys if (cells := self.latest(rows, key))}
+
     def scan_rows(self, table: str, family: str) -> list[tuple[str, Cells]]:
         with self._lock:
             rows = self._table(table)
