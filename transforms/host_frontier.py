@@ -221,9 +221,9 @@ class _HostFrontierFn(beam.DoFn):
             return lambda: store.rebuild_page(key, io.after, cfg.rebuild_page, io.first,
                                               cfg.head_size, time.time())
         scan_limit = cfg.refill_size + cfg.head_size + cfg.max_lease_urls
-        incarnation = io.incarnation
+        incarnation, after = io.incarnation, io.after
         return lambda: store.index_page(key, cfg.refill_size, io.skip, time.time(), scan_limit,
-                                        incarnation)
+                                        incarnation, after)
 
     def _flush_metrics(self, counters: Counter[str]) -> None:
         for name, n in counters.items():

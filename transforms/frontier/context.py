@@ -92,7 +92,7 @@ class IoRequest:
 
     job_id: str
     kind: str  # frontier_state.JOB_REBUILD or JOB_REFILL
-    after: str | None = None  # rebuild: the row key to continue after
+    after: str | None = None  # the row key to continue after (webtable: rebuild; index: refill)
     first: bool = False  # rebuild: also the robots verdict and the first index page
     skip: frozenset[bytes] = frozenset()  # refill: fingerprints in the head already
     incarnation: str = ""  # refill: entries this incarnation holds are passed

@@ -137,7 +137,8 @@ class HostCore:
                 apply_rebuild_page(ctx, result, now)
             else:
                 assert isinstance(result, IndexPage)
-                apply_index_page(ctx, result, now, frozenset(job.passed), job.stale)
+                apply_index_page(ctx, result, now, frozenset(job.passed), job.stale,
+                                 continued=job.after is not None)
             return
         if state == "running" and now < job.deadline:
             job.polls += 1
@@ -153,7 +154,7 @@ class HostCore:
         else:
             start_io(ctx, IoRequest(job.job_id + "+", JOB_REFILL,
                                     skip=ctx.fingerprints_in_flight(),
-                                    incarnation=hs.incarnation), now)
+                                    incarnation=hs.incarnation, after=job.after), now)
 
     def _poll_lease(self, poll: Poll, now: float) -> None:
         ctx, hs = self.ctx, self.ctx.state

@@ -51,8 +51,12 @@ def merge_arrivals(ctx: HostContext, arrivals: list[HeadEntry]) -> None:
     ctx.set_head(head)
     if dropped:
         hs.spilled += dropped
-        hs.index_exhausted = False
+        reopen_index(ctx)
         ctx.counters["urls_spilled"] += dropped
+        if hs.io is not None and hs.io.kind == JOB_REFILL:
+            # A refill out now read the index before these entries: its page must not tell
+            # the key that the index is exhausted (the key would sleep with work in it).
+            hs.io.stale = True
 
 
 def _join_batches(ctx: HostContext, arrivals: list[HeadEntry]) -> list[HeadEntry]:
@@ -89,21 +93,32 @@ def _join_batches(ctx: HostContext, arrivals: list[HeadEntry]) -> list[HeadEntry
     return rest
 
 
+def reopen_index(ctx: HostContext) -> None:
+    """Work may have been added to the key's index that its head does not hold (URLs the head
+    could not take, a recrawl come due): the next refill reads the index from its start."""
+    ctx.state.index_exhausted = False
+    ctx.state.refill_after = None
+
+
 def maybe_refill(ctx: HostContext, now: float) -> None:
-    """Step 2: starts a read of the index when the head runs low (one read at a time)."""
+    """Step 2: starts a read of the index when the head runs low (one read at a time),
+    continuing after the last read's window when that held nothing more
+    (``HostState.refill_after``)."""
     hs = ctx.state
     if hs.next_eligible_at is not None and hs.next_eligible_at <= now:
-        hs.index_exhausted = False  # a scheduled recrawl is due
+        reopen_index(ctx)  # a scheduled recrawl is due
     if hs.io is not None:
         return
     if hs.index_exhausted or len(ctx.head) >= ctx.config.refill_below:
         return
     start_io(ctx, IoRequest(uuid.uuid4().hex, JOB_REFILL, skip=ctx.fingerprints_in_flight(),
-                            incarnation=hs.incarnation), now)
+                            incarnation=hs.incarnation, after=hs.refill_after), now)
 
 
 def start_io(ctx: HostContext, request: IoRequest, now: float) -> None:
-    ctx.state.io = IoJob(request.job_id, request.kind, now + ctx.config.io_timeout)
+    after = request.after if request.kind == JOB_REFILL else None
+    ctx.state.io = IoJob(request.job_id, request.kind, now + ctx.config.io_timeout,
+                         after=after)
     ctx.effects.io = request
     ctx.effects.wake(now + schedule.next_poll_delay(0, base=0.02))
     ctx.counters[f"io_{request.kind}"] += 1

@@ -96,11 +96,20 @@ def apply_rebuild_page(ctx: HostContext, page: RebuildPage, now: float) -> None:
 
 
 def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
-                     passed: frozenset[str] = frozenset(), stale: bool = False) -> None:
+                     passed: frozenset[str] = frozenset(), stale: bool = False, *,
+                     continued: bool = False) -> None:
     """A refill: eligible index entries join the head (in rank order, bounded), except those
     of URLs the key is fetching (its lease) or fetched while the read was out (``passed``,
     fingerprints in hex; see ``frontier_state.IoJob``): the read may predate their hold. A
-    ``stale`` page is dropped whole and the index read again."""
+    ``stale`` page is dropped whole and the index read again.
+
+    A page that stopped before the end of the index leaves the next refill a place to go on
+    from (``HostState.refill_after``), unless entries did not fit in the head (they lie
+    somewhere in what was read). Without it, a window of entries in flight (URLs fetched and
+    held until their rows are written, e.g. while the row sink lags) as long as a read would
+    be read again and again, each read finding nothing, with the key's timer firing for each.
+    ``continued``: the page continues the last one, so its ``next_eligible_at`` adds to
+    theirs."""
     hs = ctx.state
     if stale:
         ctx.counters["refills_stale"] += 1
@@ -122,7 +131,11 @@ def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
     # Entries left out are the lease's: it ends them (held, deleted) or gives them back to
     # the head, so they do not count as index work still to read.
     hs.index_exhausted = page.exhausted and not dropped
-    hs.next_eligible_at = page.next_eligible_at
+    hs.refill_after = page.last_key if not page.exhausted and not dropped else None
+    if continued and hs.next_eligible_at is not None and page.next_eligible_at is not None:
+        hs.next_eligible_at = min(hs.next_eligible_at, page.next_eligible_at)
+    elif not continued or page.next_eligible_at is not None:
+        hs.next_eligible_at = page.next_eligible_at
     if waiting:  # read the index again once the URL's first entry has had time to settle
         again = now + REVISIT_RETRY_SECONDS
         hs.next_eligible_at = min(again, hs.next_eligible_at or again)

@@ -90,6 +90,9 @@ class IoJob:
     holds the fingerprints (hex) of the URLs leases harvested while the read was out, so the
     page drops them; past ``REFILL_PASSED_CAP`` of them the page is ``stale``: dropped whole and
     read again (nothing is lost: the index still has every entry).
+
+    ``after``: a refill that continues the key's last one after this index row key
+    (``HostState.refill_after``), else None.
     """
 
     job_id: str
@@ -98,6 +101,7 @@ class IoJob:
     polls: int = 0
     passed: list[str] = field(default_factory=list)
     stale: bool = False
+    after: str | None = None
 
 
 @dataclass
@@ -113,6 +117,12 @@ class HostState:
             hosts table; the index itself is the truth).
         index_exhausted: the last refill read to the end of the index without finding more
             eligible work and nothing was queued since, so the key needs no refill.
+        refill_after: the index row key the next refill continues after, or None to read
+            from the start. A refill stops after a bounded number of rows; when the window it
+            read held no more work than it returned (e.g. only URLs fetched and waiting for
+            their rows), reading it again would find the same, so the next read goes on after
+            it. Cleared when a read reaches the end, and whenever work may have been added
+            ahead of it (URLs the head could not take, a recrawl coming due).
         next_eligible_at: the earliest time an entry beyond the head becomes eligible (a
             scheduled recrawl), or None.
         seen_version: changes with every change of the seen filter, so a process-wide cache of
@@ -147,6 +157,7 @@ class HostState:
     backoff: HostBackoff = field(default_factory=HostBackoff)
     spilled: int = 0
     index_exhausted: bool = False
+    refill_after: str | None = None
     next_eligible_at: float | None = None
     head_size: int = 0
     arrivals: int = 0
@@ -228,7 +239,8 @@ def decode_host_state(data: bytes) -> HostState:
     io = None if io_doc is None else IoJob(io_doc["job_id"], io_doc["kind"],
                                            float(io_doc["deadline"]), int(io_doc.get("polls", 0)),
                                            [str(f) for f in io_doc.get("passed", ())],
-                                           bool(io_doc.get("stale", False)))
+                                           bool(io_doc.get("stale", False)),
+                                           io_doc.get("after"))
     lease = None if doc.get("lease") is None else _lease_of(doc["lease"])
     return HostState(host=doc["host"], lease=lease, io=io,
                      counters={k: int(v) for k, v in (doc.get("counters") or {}).items()},

@@ -100,11 +100,14 @@ class IndexPage:
         next_eligible_at: the earliest ``eligible_at`` of an entry seen that is not eligible
             yet (a scheduled recrawl), or None.
         exhausted: the read reached the end of the key's index (``entries`` is all there is).
+        last_key: the last index row key read, when the read stopped before the end: a
+            later read may continue after it (``after`` of ``FrontierStore.index_page``).
     """
 
     entries: tuple[IndexEntry, ...]
     next_eligible_at: float | None
     exhausted: bool
+    last_key: str | None = None
 
 
 @dataclass(frozen=True)
@@ -139,10 +142,11 @@ class FrontierStore(Protocol):
         ...
 
     def index_page(self, key: str, limit: int, skip: frozenset[bytes], now: float,
-                   scan_limit: int, incarnation: str = "") -> IndexPage:
-        """Up to ``limit`` eligible entries of ``key``'s index, reading at most ``scan_limit``
-        rows; entries whose URL fingerprint is in ``skip`` (in the head already) or that
-        ``incarnation`` holds are passed."""
+                   scan_limit: int, incarnation: str = "", after: str | None = None
+                   ) -> IndexPage:
+        """Up to ``limit`` eligible entries of ``key``'s index (of its rows after ``after``,
+        when given), reading at most ``scan_limit`` rows; entries whose URL fingerprint is in
+        ``skip`` (in the head already) or that ``incarnation`` holds are passed."""
         ...
 
     def rebuild_page(self, key: str, after: str | None, limit: int, first: bool,
@@ -191,6 +195,7 @@ def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[by
     read = 0
     for row_key_, cells in rows:
         read += 1
+        last = row_key_
         entry = entry_from_cells(row_key_, cells.get(INDEX_FAMILY, {}))
         if entry.held(incarnation, now):
             pass  # fetched by this incarnation; its sink deletes it once its row is durable
@@ -204,7 +209,7 @@ def scan_index(rows: Iterable[tuple[str, Cells]], limit: int, skip: frozenset[by
             again = now + REVISIT_RETRY_SECONDS
             next_eligible = again if next_eligible is None else min(next_eligible, again)
         if len(entries) >= limit or read >= scan_limit:
-            return IndexPage(tuple(entries), next_eligible, False)
+            return IndexPage(tuple(entries), next_eligible, False, last)
     return IndexPage(tuple(entries), next_eligible, True)
 
 

@@ -216,10 +216,13 @@ class BigtableStore:
         return out
 
     def index_page(self, key: str, limit: int, skip: frozenset[bytes], now: float,
-                   scan_limit: int, incarnation: str = "") -> IndexPage:
+                   scan_limit: int, incarnation: str = "", after: str | None = None
+                   ) -> IndexPage:
         prefix = index_prefix(key).encode()
+        # The smallest key above ``after`` is ``after`` followed by a zero byte.
+        start = prefix if after is None else after.encode() + b"\x00"
         rows = self._tables[self.spec.frontier].read_rows(
-            start_key=prefix, end_key=prefix[:-1] + bytes([prefix[-1] + 1]), limit=scan_limit,
+            start_key=start, end_key=prefix[:-1] + bytes([prefix[-1] + 1]), limit=scan_limit,
             filter_=_LATEST)
         return scan_index(((r.row_key.decode(), _cells(r)) for r in rows), limit, skip, now,
                           scan_limit, incarnation)

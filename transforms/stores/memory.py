@@ -142,10 +142,12 @@ class MemoryFrontierStore:
             return out
 
     def index_page(self, key: str, limit: int, skip: frozenset[bytes], now: float,
-                   scan_limit: int, incarnation: str = "") -> IndexPage:
+                   scan_limit: int, incarnation: str = "", after: str | None = None
+                   ) -> IndexPage:
         prefix = index_prefix(key)
         with self._lock:
-            rows = sorted((k, v) for k, v in self.index.items() if k.startswith(prefix))
+            rows = sorted((k, v) for k, v in self.index.items()
+                          if k.startswith(prefix) and (after is None or k > after))
         return scan_index(rows, limit, skip, now, scan_limit, incarnation)
 
     def rebuild_page(self, key: str, after: str | None, limit: int, first: bool,

@@ -130,7 +130,7 @@ class FrontierDriver:
                                            cfg.head_size, now)
         return self.store.index_page(self.key, cfg.refill_size, io.skip, now,
                                      cfg.refill_size + cfg.head_size + cfg.max_lease_urls,
-                                     io.incarnation)
+                                     io.incarnation, io.after)
 
     # -- answering leases ------------------------------------------------------------------------
 

@@ -198,6 +198,30 @@ def test_state_written_per_element_does_not_grow_with_the_backlog():
     assert max(sizes[-10:]) < 2 * max(sizes[:10]) + 10_000
 
 
+def test_a_refill_goes_on_past_a_window_of_urls_waiting_for_their_rows():
+    """The row sink lags (pages wait for their WARC files): the first index rows are all held
+    by fetched URLs. A refill reads a bounded window (refill + head + lease rows); when it
+    holds nothing to do, the next read continues after it instead of reading it again, so
+    the key reaches the rest of its work (it used to re-read the window at every firing,
+    the timer firing every 20 ms, and never fetched the rest)."""
+    config = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1000)),
+                            max_lease_urls=2, head_size=4, refill_size=2)
+    d = FrontierDriver(config, HOST)
+    paths = [f"p{i:02d}" for i in range(30)]
+    ready(d, *[req(p) for p in paths], robots=None)
+    fetched: list[str] = []
+    now, firings = 1.0, 0
+    while len(fetched) < 30 and firings < 400:
+        if d.state.lease is not None and d.lease.lease_id not in d.jobs:
+            d.answer(at=now)
+        fx = d.timer(now)  # no sink: every fetched URL's entry stays held
+        fetched += [r.request.url for r in fx.results]
+        firings += 1
+        now += 0.02
+    assert fetched == [url(p) for p in paths]  # all of it, once, in order
+    assert firings < 120, firings  # about a lease and a read per two URLs, no spinning
+
+
 RACE_CONFIG = FrontierConfig(policy=Policy(HostPolicy(min_delay=0.0, max_pages_per_host=1000)),
                              max_lease_urls=2, head_size=8, refill_size=4)
 
