@@ -1,4 +1,5 @@
-"""The DirectRunner's DoFn spec lookups are memoized per DoFn object, with the same answers."""
+"""The DirectRunner's DoFn spec lookups are memoized per DoFn class, with the same answers; its
+timer walk passes over keys without timers and finds the same timers."""
 
 from __future__ import annotations
 
@@ -51,7 +52,50 @@ def test_specs_are_computed_once_per_dofn_and_match_beams():
     states.add("mutated")  # a caller's set is its own
     assert memo.get_dofn_specs(stateful)[0] == {Counting.BAG}
     assert memo.get_dofn_specs(Counting())[1] == {Counting.TIMER}
-    assert len(calls) == 3  # another object of the same class is looked up itself
+    assert len(calls) == 2  # another object of the class (a bundle's copy): no new lookup
+
+
+def test_a_dofn_object_with_its_own_process_is_looked_up_by_itself():
+    calls: list[object] = []
+
+    def counting_lookup(dofn):
+        calls.append(dofn)
+        return userstate.get_dofn_specs(dofn)
+
+    memo = local_tuning.SpecMemo(counting_lookup)
+    odd = Plain()
+    odd.process = lambda element: [element]  # type: ignore[method-assign]
+    memo.get_dofn_specs(odd)
+    memo.get_dofn_specs(odd)
+    memo.get_dofn_specs(Plain())
+    assert calls == [odd, calls[1]] and isinstance(calls[1], Plain) and calls[1] is not odd
+
+
+def test_the_timer_walk_skips_keys_without_timers_and_finds_what_beam_finds():
+    from apache_beam.runners.direct import watermark_manager
+    from apache_beam.transforms.trigger import InMemoryUnmergedState
+    from apache_beam.transforms.window import GlobalWindow
+
+    class Clock:
+        def time(self):
+            return 100.0
+
+    def walker(fn):
+        states = {f"k{i}".encode(): InMemoryUnmergedState() for i in range(1000)}
+        states[b"k3"].set_timer(GlobalWindow(), "lease", userstate.TimeDomain.REAL_TIME, 50.0)
+        states[b"k7"].set_timer(GlobalWindow(), "lease", userstate.TimeDomain.REAL_TIME, 500.0)
+        marks = watermark_manager._TransformWatermarks(Clock(), states, "t")
+        return fn(marks)
+
+    def plain(result):
+        fired, realtime = result
+        return [(f.encoded_key, f.window, f.name, f.time_domain, f.timestamp) for f in fired], \
+            realtime
+
+    expected = plain(walker(local_tuning._ORIGINAL_EXTRACT))
+    got = plain(walker(local_tuning.extract_timers_of_keys_with_timers))
+    assert got == expected
+    assert [key for key, *_ in got[0]] == [b"k3"] and got[1]
 
 
 def test_the_memo_answers_as_beam_does_for_a_stateful_dofn_with_timers():
@@ -61,6 +105,10 @@ def test_the_memo_answers_as_beam_does_for_a_stateful_dofn_with_timers():
 
 
 def test_install_patches_what_the_direct_runner_reads(monkeypatch):
+    from apache_beam.runners.direct import watermark_manager
+
+    marks = watermark_manager._TransformWatermarks
+    monkeypatch.setattr(marks, "extract_transform_timers", marks.extract_transform_timers)
     for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
                          (transform_evaluator, "get_dofn_specs"),
                          (transform_evaluator, "is_stateful_dofn")):
@@ -69,6 +117,7 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     local_tuning.install()
     assert local_tuning.installed()
     assert transform_evaluator.is_stateful_dofn == local_tuning.memoized_is_stateful_dofn
+    assert marks.extract_transform_timers is local_tuning.extract_timers_of_keys_with_timers
     with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
         userstate.validate_stateful_dofn(Duplicate())
 
