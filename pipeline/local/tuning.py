@@ -1,4 +1,4 @@
-"""Three costs of a long local run that the end-to-end benchmark's profile found, and their fixes.
+"""Costs of a long local run that the end-to-end benchmark found, and their fixes.
 
 1. DoFn specs. The DirectRunner asks ``userstate.get_dofn_specs(dofn)`` several times per bundle
 of every ParDo (``is_stateful_dofn`` when it schedules consumers and when a bundle starts,
@@ -29,23 +29,44 @@ cost.
 3. Timers of idle keys. On every pass of its monitor loop the DirectRunner asks every key that
 ever held state in a stateful step for its expired timers (``_TransformWatermarks.
 extract_transform_timers``), although most keys have none: the duplicate stages key by
-content digest and by LSH band, ten band keys per page, so after a few thousand pages each
-pass walked tens of thousands of keys, and that walk (``get_timers``) was a quarter of the
-crawl's CPU. ``install`` makes the walk skip keys with no timer set (the answer is the same:
-such a key has no timer to fire) and read the clock once per pass.
+content digest and by LSH band, ten band keys per page, and a message's acknowledgement parts
+by its ack id, so after a few thousand pages each pass walked tens of thousands of keys, and
+that walk (``get_timers``) was a quarter of the crawl's CPU; skipping keys without timers in
+the walk still left it at 23%, the monitor loop passing constantly. ``install`` keeps, per
+stateful step, the keys whose committed state holds a timer (updated where the runner commits
+a bundle's state, ``EvaluationContext.handle_result``), walks only those, and reads the clock
+once per pass; the timers it finds are the original's. It also drops a key's state once it
+holds nothing (no value, no timer, no hold): the runner makes a new empty one when the key
+comes back, so a crawl's memory no longer keeps an empty entry per message and per key.
+
+4. Input starved by timers. The DirectRunner reads a source (its Pub/Sub read) only in a pass
+of its monitor loop in which no timer fired and no bundle is runnable
+(``_MonitorTask._add_work_if_necessary``). The frontier's keys poll their leases with timers,
+so while hosts are busy some timer fires in almost every pass, and the frontier topic was read
+seconds apart (a 7 s gap with messages waiting, measured): every link to another host waited
+that long, and the loop's latency was seconds. ``install`` also schedules the sources' pending
+reads when their last read is ``SOURCE_EVERY`` seconds old, whatever else is going on. The
+read stays non-blocking (``pipeline.local.pubsub_read``), so this costs one pull per interval.
 """
 
 from __future__ import annotations
 
 import gc
 import threading
+import time
 from collections.abc import Callable
 from typing import Any
 
-from apache_beam.runners.direct import transform_evaluator, watermark_manager
+from apache_beam.runners.direct import (
+    evaluation_context,
+    executor,
+    transform_evaluator,
+    watermark_manager,
+)
 from apache_beam.transforms import userstate
 
 GC_THRESHOLDS = (10_000, 10, 50)  # CPython's defaults are (700, 10, 10)
+SOURCE_EVERY = 0.05  # seconds: a source's pending read waits at most this long (4.)
 SpecLookup = Callable[[Any], tuple[set[Any], set[Any]]]
 
 
@@ -96,15 +117,44 @@ memoized_is_stateful_dofn = MEMO.is_stateful_dofn
 _ORIGINAL_EXTRACT = watermark_manager._TransformWatermarks.extract_transform_timers
 
 
+_TIMER_KEYS: dict[int, set[Any]] = {}  # id(a step's keyed states) -> keys with a timer (3.)
+_ORIGINAL_HANDLE_RESULT = evaluation_context.EvaluationContext.handle_result
+
+
+def handle_result_indexing_timers(self: Any, completed_bundle: Any, completed_timers: Any,
+                                  result: Any) -> Any:
+    """``EvaluationContext.handle_result`` that then notes which of the bundle's keys hold a
+    timer and drops the state of keys that hold nothing (see the module docstring, 3)."""
+    committed = _ORIGINAL_HANDLE_RESULT(self, completed_bundle, completed_timers, result)
+    if result.partial_keyed_state:
+        states = self._transform_keyed_states[result.transform]
+        with self._lock:
+            keys = _TIMER_KEYS.setdefault(id(states), set())
+            for key in result.partial_keyed_state:
+                state = states.get(key)
+                if state is None:
+                    keys.discard(key)
+                elif state.timers:
+                    keys.add(key)
+                else:
+                    keys.discard(key)
+                    if not state.state and not state.global_state:
+                        del states[key]
+    return committed
+
+
 def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
-    """``_TransformWatermarks.extract_transform_timers`` that passes over keys with no timer
-    set (see the module docstring, 3); what it returns is the original's."""
+    """``_TransformWatermarks.extract_transform_timers`` that walks only the keys with a timer
+    (see the module docstring, 3); what it returns is the original's."""
     with self._lock:
         fired = []
         has_realtime_timer = False
         now = self._clock.time()
-        for encoded_key, state in self._keyed_states.items():
-            if not getattr(state, "timers", True):
+        keys = _TIMER_KEYS.get(id(self._keyed_states))
+        walked = list(keys) if keys is not None else list(self._keyed_states)
+        for encoded_key in walked:
+            state = self._keyed_states.get(encoded_key)
+            if state is None or not getattr(state, "timers", True):
                 continue
             timers, had_realtime_timer = state.get_timers(watermark=self._input_watermark,
                                                           processing_time=now)
@@ -117,6 +167,29 @@ def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
         return fired, has_realtime_timer
 
 
+_MONITOR = executor._ExecutorServiceParallelExecutor._MonitorTask
+_ORIGINAL_ADD_WORK = _MONITOR._add_work_if_necessary
+_LAST_SOURCE_READ = [0.0]  # when the sources' pending reads were last scheduled (monotonic)
+
+
+def add_work_reading_sources_in_time(self: Any, timers_fired: bool) -> None:
+    """``_MonitorTask._add_work_if_necessary`` that also schedules the sources' pending reads
+    once they are ``SOURCE_EVERY`` seconds old, whatever else runs (see the module docstring,
+    4); the original's rule holds otherwise."""
+    runner = self._executor
+    now = time.monotonic()
+    if now - _LAST_SOURCE_READ[0] >= SOURCE_EVERY:
+        _LAST_SOURCE_READ[0] = now
+        for source in runner.root_nodes:
+            pending = runner.node_to_pending_bundles.get(source)
+            if pending and not runner.evaluation_context.is_done(source):
+                runner.node_to_pending_bundles[source] = []
+                for bundle in pending:
+                    runner.schedule_consumption(source, bundle, [],
+                                                runner.default_completion_callback)
+    _ORIGINAL_ADD_WORK(self, timers_fired)
+
+
 def install() -> None:
     """Idempotent. Patches the module attributes the DirectRunner reads."""
     userstate.get_dofn_specs = memoized_get_dofn_specs  # used by validate_stateful_dofn
@@ -125,6 +198,9 @@ def install() -> None:
     transform_evaluator.is_stateful_dofn = memoized_is_stateful_dofn
     watermark_manager._TransformWatermarks.extract_transform_timers = (  # type: ignore[method-assign]
         extract_timers_of_keys_with_timers)
+    _MONITOR._add_work_if_necessary = add_work_reading_sources_in_time  # type: ignore[method-assign]
+    evaluation_context.EvaluationContext.handle_result = (  # type: ignore[method-assign]
+        handle_result_indexing_timers)
 
 
 def installed() -> bool:

@@ -109,6 +109,8 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
 
     marks = watermark_manager._TransformWatermarks
     monkeypatch.setattr(marks, "extract_transform_timers", marks.extract_transform_timers)
+    monitor = local_tuning._MONITOR
+    monkeypatch.setattr(monitor, "_add_work_if_necessary", monitor._add_work_if_necessary)
     for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
                          (transform_evaluator, "get_dofn_specs"),
                          (transform_evaluator, "is_stateful_dofn")):
@@ -118,6 +120,7 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     assert local_tuning.installed()
     assert transform_evaluator.is_stateful_dofn == local_tuning.memoized_is_stateful_dofn
     assert marks.extract_transform_timers is local_tuning.extract_timers_of_keys_with_timers
+    assert monitor._add_work_if_necessary is local_tuning.add_work_reading_sources_in_time
     with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
         userstate.validate_stateful_dofn(Duplicate())
 
@@ -154,3 +157,103 @@ def test_tune_gc_freezes_what_lives_now_and_makes_full_collections_rarer():
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+class _Context:
+    def is_done(self, node):
+        return False
+
+
+class _Runner:
+    """What the monitor task sees of the DirectRunner's executor."""
+
+    def __init__(self):
+        self.root_nodes = frozenset({"read"})
+        self.node_to_pending_bundles = {"read": ["bundle-1"], "frontier": ["bundle-2"]}
+        self.evaluation_context = _Context()
+        self.default_completion_callback = object()
+        self.scheduled: list[tuple[str, str]] = []
+
+    def schedule_consumption(self, node, bundle, timers, callback):
+        self.scheduled.append((node, bundle))
+
+
+class _Monitor:
+    def __init__(self, runner):
+        self._executor = runner
+
+
+def test_a_sources_pending_read_is_scheduled_in_time_while_timers_keep_firing(monkeypatch):
+    runner = _Runner()
+    monitor = _Monitor(runner)
+    originals: list[bool] = []
+    monkeypatch.setattr(local_tuning, "_ORIGINAL_ADD_WORK",
+                        lambda self, fired: originals.append(fired))
+    clock = [1000.0]
+    monkeypatch.setattr(local_tuning.time, "monotonic", lambda: clock[0])
+    monkeypatch.setattr(local_tuning, "_LAST_SOURCE_READ", [0.0])
+    local_tuning.add_work_reading_sources_in_time(monitor, True)  # a timer fired: Beam waits
+    assert runner.scheduled == [("read", "bundle-1")]  # the read goes anyway
+    assert runner.node_to_pending_bundles == {"read": [], "frontier": ["bundle-2"]}
+    runner.node_to_pending_bundles["read"] = ["bundle-3"]
+    clock[0] += local_tuning.SOURCE_EVERY / 2
+    local_tuning.add_work_reading_sources_in_time(monitor, True)
+    assert runner.scheduled == [("read", "bundle-1")]  # not yet: at most one read per interval
+    clock[0] += local_tuning.SOURCE_EVERY
+    local_tuning.add_work_reading_sources_in_time(monitor, True)
+    assert runner.scheduled[-1] == ("read", "bundle-3")
+    assert originals == [True, True, True]  # Beam's own rule still runs after
+
+
+def test_committed_keys_with_timers_are_indexed_and_empty_states_dropped(monkeypatch):
+    import threading
+
+    from apache_beam.runners.direct import watermark_manager
+    from apache_beam.runners.direct.evaluation_context import DirectUnmergedState
+    from apache_beam.transforms.window import GlobalWindow
+
+    def commit(self, bundle, timers, result):  # what Beam's handle_result does with state
+        self._transform_keyed_states[result.transform].update(result.partial_keyed_state)
+        return []
+
+    monkeypatch.setattr(local_tuning, "_ORIGINAL_HANDLE_RESULT", commit)
+
+    class Context:
+        def __init__(self):
+            self._transform_keyed_states = {"step": {}}
+            self._lock = threading.RLock()
+
+    class Result:
+        def __init__(self, partial):
+            self.transform, self.partial_keyed_state = "step", partial
+
+    def with_timer(at: float) -> DirectUnmergedState:
+        state = DirectUnmergedState()
+        state.set_timer(GlobalWindow(), "lease", userstate.TimeDomain.REAL_TIME, at)
+        return state
+
+    class Clock:
+        def time(self):
+            return 100.0
+
+    context = Context()
+    states = context._transform_keyed_states["step"]
+    kept = DirectUnmergedState()
+    kept.set_global_state(_rmw_tag(), b"x")
+    local_tuning.handle_result_indexing_timers(context, None, [], Result(
+        {b"due": with_timer(50.0), b"later": with_timer(500.0), b"empty": DirectUnmergedState(),
+         b"kept": kept}))
+    assert set(states) == {b"due", b"later", b"kept"}  # the empty state is gone
+    assert local_tuning._TIMER_KEYS[id(states)] == {b"due", b"later"}
+    marks = watermark_manager._TransformWatermarks(Clock(), states, "step")
+    fired, realtime = local_tuning.extract_timers_of_keys_with_timers(marks)
+    assert [f.encoded_key for f in fired] == [b"due"] and realtime
+    local_tuning.handle_result_indexing_timers(context, None, [], Result(
+        {b"due": DirectUnmergedState()}))  # its timer fired and was not set again
+    assert local_tuning._TIMER_KEYS[id(states)] == {b"later"} and b"due" not in states
+
+
+def _rmw_tag():
+    from apache_beam.transforms.trigger import _ReadModifyWriteStateTag
+
+    return _ReadModifyWriteStateTag("v")
