@@ -55,20 +55,26 @@ def test_specs_are_computed_once_per_dofn_and_match_beams():
     assert len(calls) == 2  # another object of the class (a bundle's copy): no new lookup
 
 
-def test_a_dofn_object_with_its_own_process_is_looked_up_by_itself():
+def test_copies_of_a_dofn_with_its_own_stateless_process_are_looked_up_once():
+    """``beam.Map`` wraps its function in a DoFn object whose ``process`` is its own; the runner
+    hands each bundle a copy (a new object, a new function of the same code)."""
     calls: list[object] = []
 
     def counting_lookup(dofn):
         calls.append(dofn)
         return userstate.get_dofn_specs(dofn)
 
+    def wrapped() -> Plain:
+        dofn = Plain()
+        dofn.process = lambda element: [element]  # type: ignore[method-assign]
+        return dofn
+
     memo = local_tuning.SpecMemo(counting_lookup)
-    odd = Plain()
-    odd.process = lambda element: [element]  # type: ignore[method-assign]
-    memo.get_dofn_specs(odd)
-    memo.get_dofn_specs(odd)
+    first = wrapped()
+    assert memo.get_dofn_specs(first) == (set(), set())
+    assert memo.get_dofn_specs(wrapped()) == (set(), set())  # a copy: same code, no lookup
     memo.get_dofn_specs(Plain())
-    assert calls == [odd, calls[1]] and isinstance(calls[1], Plain) and calls[1] is not odd
+    assert len(calls) == 2 and calls[0] is first and type(calls[1]) is Plain
 
 
 def test_the_timer_walk_skips_keys_without_timers_and_finds_what_beam_finds():
@@ -111,6 +117,11 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     monkeypatch.setattr(marks, "extract_transform_timers", marks.extract_transform_timers)
     monitor = local_tuning._MONITOR
     monkeypatch.setattr(monitor, "_add_work_if_necessary", monitor._add_work_if_necessary)
+    monkeypatch.setattr(marks, "refresh", marks.refresh)
+    from apache_beam.runners.direct import evaluation_context
+
+    context = evaluation_context.EvaluationContext
+    monkeypatch.setattr(context, "handle_result", context.handle_result)
     for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
                          (transform_evaluator, "get_dofn_specs"),
                          (transform_evaluator, "is_stateful_dofn")):
@@ -257,3 +268,31 @@ def _rmw_tag():
     from apache_beam.transforms.trigger import _ReadModifyWriteStateTag
 
     return _ReadModifyWriteStateTag("v")
+
+
+def test_watermarks_from_each_bundles_earliest_timestamp_equal_beams():
+    from apache_beam.runners.direct import watermark_manager
+    from apache_beam.runners.direct.bundle_factory import BundleFactory
+    from apache_beam.transforms.window import GlobalWindow
+    from apache_beam.utils.windowed_value import WindowedValue
+
+    def bundle(*stamps: float):
+        b = BundleFactory(stacked=True).create_bundle(beam.pvalue.PBegin(beam.Pipeline()))
+        for t in stamps:
+            b.add(WindowedValue(t, Timestamp(t), (GlobalWindow(),)))
+        b.commit(None)
+        return b
+
+    pending = {bundle(30, 30, 30, 12), bundle(50), bundle(7.5, 99)}
+
+    def watermarks(refresh):
+        marks = watermark_manager._TransformWatermarks(None, {}, "t")
+        marks._pending = set(pending)
+        advanced = refresh(marks)
+        return advanced, marks._input_watermark, marks._output_watermark
+
+    assert watermarks(local_tuning.refresh_with_earliest_per_bundle) == watermarks(
+        local_tuning._ORIGINAL_REFRESH)
+    assert watermarks(local_tuning.refresh_with_earliest_per_bundle)[1] < Timestamp(7.5)
+    assert all(b._crawler_earliest is not None for b in pending)
+    assert local_tuning.earliest_timestamp(bundle()) is None
