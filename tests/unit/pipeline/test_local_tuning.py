@@ -111,20 +111,20 @@ def test_the_memo_answers_as_beam_does_for_a_stateful_dofn_with_timers():
 
 
 def test_install_patches_what_the_direct_runner_reads(monkeypatch):
-    from apache_beam.runners.direct import watermark_manager
+    from apache_beam.runners.direct import evaluation_context, watermark_manager
+    from apache_beam.transforms import core
 
     marks = watermark_manager._TransformWatermarks
     monkeypatch.setattr(marks, "extract_transform_timers", marks.extract_transform_timers)
     monitor = local_tuning._MONITOR
     monkeypatch.setattr(monitor, "_add_work_if_necessary", monitor._add_work_if_necessary)
     monkeypatch.setattr(marks, "refresh", marks.refresh)
-    from apache_beam.runners.direct import evaluation_context
-
     context = evaluation_context.EvaluationContext
     monkeypatch.setattr(context, "handle_result", context.handle_result)
     for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
                          (transform_evaluator, "get_dofn_specs"),
-                         (transform_evaluator, "is_stateful_dofn")):
+                         (transform_evaluator, "is_stateful_dofn"),
+                         (core, "get_function_arguments")):
         monkeypatch.setattr(module, name, getattr(module, name))  # restored after the test
     local_tuning.install()
     local_tuning.install()
@@ -132,6 +132,9 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     assert transform_evaluator.is_stateful_dofn == local_tuning.memoized_is_stateful_dofn
     assert marks.extract_transform_timers is local_tuning.extract_timers_of_keys_with_timers
     assert monitor._add_work_if_necessary is local_tuning.add_work_reading_sources_in_time
+    assert core.get_function_arguments is local_tuning.memoized_function_arguments
+    assert marks.refresh is local_tuning.refresh_with_earliest_per_bundle
+    assert context.handle_result is local_tuning.handle_result_indexing_timers
     with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
         userstate.validate_stateful_dofn(Duplicate())
 
@@ -296,3 +299,26 @@ def test_watermarks_from_each_bundles_earliest_timestamp_equal_beams():
     assert watermarks(local_tuning.refresh_with_earliest_per_bundle)[1] < Timestamp(7.5)
     assert all(b._crawler_earliest is not None for b in pending)
     assert local_tuning.earliest_timestamp(bundle()) is None
+
+
+def test_function_arguments_are_read_once_per_class_and_method(monkeypatch):
+    from apache_beam.transforms import core
+
+    calls: list[tuple[object, str]] = []
+
+    def counting(obj, func):
+        calls.append((obj, func))
+        return core.get_function_args_defaults(getattr(obj, func))
+
+    monkeypatch.setattr(local_tuning, "_ORIGINAL_ARGUMENTS", counting)
+    monkeypatch.setattr(local_tuning, "_ARGUMENTS", {})
+    first = local_tuning.memoized_function_arguments(Counting(), "process")
+    again = local_tuning.memoized_function_arguments(Counting(), "process")  # a bundle's copy
+    assert first == again == core.get_function_args_defaults(Counting().process)
+    assert len(calls) == 1
+    first[0].append("mutated")  # a caller's lists are its own
+    assert "mutated" not in local_tuning.memoized_function_arguments(Counting(), "process")[0]
+    odd = Plain()
+    odd.process = lambda element, extra=1: [element]  # type: ignore[method-assign]
+    assert local_tuning.memoized_function_arguments(odd, "process")[0] == ["element", "extra"]
+    assert len(calls) == 2  # an object's own method is read each time, past the memo
