@@ -70,7 +70,7 @@ from transforms.formats.batch_rows import (
     state_row,
 )
 from transforms.frontier.store import StoreSpec
-from transforms.stores.pubsub import PubsubPublisher
+from transforms.stores.pubsub import shared_publisher
 from transforms.stores.results_file import results_link, write_results
 
 _LOG = logging.getLogger(__name__)
@@ -164,7 +164,7 @@ class _TrackFn(beam.DoFn):
     def setup(self) -> None:
         self._store = self._spec.open()
         self._secrets = dict(self._config.secrets)
-        self._publisher = (PubsubPublisher(self._config.notifications_topic)
+        self._publisher = (shared_publisher(self._config.notifications_topic)
                            if self._config.notifications_topic else None)
         self._counted = Metrics.counter(METRICS_NAMESPACE, "batch_outcomes_counted")
         self._repeats = Metrics.counter(METRICS_NAMESPACE, "batch_outcomes_repeated")
@@ -173,9 +173,7 @@ class _TrackFn(beam.DoFn):
         self._done = Metrics.counter(METRICS_NAMESPACE, "batches_done")
 
     def teardown(self) -> None:
-        self._store.close()
-        if self._publisher is not None:
-            self._publisher.close()
+        self._store.close()  # the publisher is the process's: it is not closed here
 
     def process(self, element: tuple[str, Any], meta_state=beam.DoFn.StateParam(META),
                 timer=beam.DoFn.TimerParam(TIMER)) -> Iterator[Any]:

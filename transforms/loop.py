@@ -29,7 +29,7 @@ from apache_beam.utils.windowed_value import WindowedValue
 from transforms import METRICS_NAMESPACE
 from transforms.core.records import Discovered, FetchResult, ParsedPage
 from transforms.formats.messages import Message, evidence_messages, host_messages
-from transforms.stores.pubsub import PubsubPublisher
+from transforms.stores.pubsub import shared_publisher
 
 PAGES_TAG = "pages"
 UNSTORED_TAG = "unstored"
@@ -45,13 +45,14 @@ class _PublishThenReleaseFn(beam.DoFn):
         self._publisher_factory = publisher
 
     def setup(self) -> None:
-        factory = self._publisher_factory or PubsubPublisher
-        self._publish = factory(self._topic)  # the client, closed in teardown
+        # The process's publisher of the topic (it outlives the DoFn), or the test's.
+        self._publish = (self._publisher_factory(self._topic) if self._publisher_factory
+                         else shared_publisher(self._topic))
         self._messages = Metrics.counter(METRICS_NAMESPACE, "link_messages_published")
         self._links = Metrics.counter(METRICS_NAMESPACE, "links_published")
 
     def teardown(self) -> None:
-        close = getattr(self._publish, "close", None)
+        close = getattr(self._publish, "close", None) if self._publisher_factory else None
         if close is not None:
             close()
 
