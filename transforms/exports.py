@@ -1,7 +1,9 @@
 """``WriteExports``: export rows -> Hive-partitioned Parquet files, rolled by row count or time.
 
 The analysts' streaming export (``transforms.formats.exports`` has the datasets and schemas).
-Rows are spread over ``shards`` keys; each shard buffers rows in bag state and, when it holds
+Rows are spread over ``shards`` keys, a bundle's rows for a shard travelling as one element
+(a keyed element per row was the stage's largest cost on the local runner); each shard
+buffers rows in bag state and, when it holds
 ``roll_rows`` rows or ``roll_seconds`` after its first buffered row, whichever comes first,
 writes one complete Parquet file per (dataset, dt, hour) among them, under
 ``{prefix}/{dataset}/dt=YYYY-MM-DD/hour=HH/``. A file is written whole and closed before its
@@ -46,6 +48,7 @@ from apache_beam.transforms.userstate import (
     on_timer,
 )
 from apache_beam.utils.timestamp import Timestamp
+from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
 from transforms.formats.exports import (
@@ -165,23 +168,25 @@ class _ExportRollFn(beam.DoFn):
         self._files = Metrics.counter(METRICS_NAMESPACE, "export_files")
         self._bytes = Metrics.counter(METRICS_NAMESPACE, "export_bytes")
 
-    def process(self, element: tuple[str, ExportRow],
+    def process(self, element: tuple[str, tuple[ExportRow, ...]],
                 rows=beam.DoFn.StateParam(ROWS), count=beam.DoFn.StateParam(COUNT),
                 seq=beam.DoFn.StateParam(SEQ), opened=beam.DoFn.StateParam(OPENED),
                 flush=beam.DoFn.TimerParam(FLUSH), end=beam.DoFn.TimerParam(END),
                 window=beam.DoFn.WindowParam) -> Iterator[str]:
-        shard, row = element
-        rows.add(row)
-        _note_unwritten(1)
-        buffered = (count.read() or 0) + 1
+        shard, batch = element
+        buffered = count.read() or 0
+        for row in batch:
+            if not buffered:
+                now = time.time()
+                opened.write(int(now))
+                flush.set(Timestamp(now + self._roll_seconds))
+                end.set(window.max_timestamp())
+            rows.add(row)
+            buffered += 1
+            if buffered >= self._roll_rows:
+                yield from self._roll(int(shard), rows, count, seq, opened)
+                buffered = 0
         count.write(buffered)
-        if not opened.read():
-            now = time.time()
-            opened.write(int(now))
-            flush.set(Timestamp(now + self._roll_seconds))
-            end.set(window.max_timestamp())
-        if buffered >= self._roll_rows:
-            yield from self._roll(int(shard), rows, count, seq, opened)
 
     @on_timer(FLUSH)
     def on_flush(self, key=beam.DoFn.KeyParam, rows=beam.DoFn.StateParam(ROWS),
@@ -221,6 +226,39 @@ class _ExportRollFn(beam.DoFn):
             yield path
 
 
+BATCH_ROWS = 1000  # rows of a bundle sent to a shard as one element, at most
+
+
+class _BatchByShardFn(beam.DoFn):
+    """ExportRow -> (shard, rows): a bundle's rows, spread over ``shards`` keys, as one element
+    per shard and window (at the end of the bundle, or at ``BATCH_ROWS``), stamped with its
+    earliest row's element time. The rows count as unwritten from here until their file is
+    written."""
+
+    def __init__(self, shards: int) -> None:
+        self._shards = shards
+
+    def start_bundle(self) -> None:
+        self._batches: dict[tuple[str, Any], tuple[Any, list[ExportRow]]] = {}
+
+    def process(self, row: ExportRow, window=beam.DoFn.WindowParam,
+                timestamp=beam.DoFn.TimestampParam) -> Iterator[Any]:
+        shard = str(random.randrange(self._shards))
+        earliest, batch = self._batches.setdefault((shard, window), (timestamp, []))
+        if timestamp < earliest:
+            self._batches[(shard, window)] = (timestamp, batch)
+        batch.append(row)
+        _note_unwritten(1)
+        if len(batch) >= BATCH_ROWS:
+            del self._batches[(shard, window)]
+            yield shard, tuple(batch)
+
+    def finish_bundle(self) -> Iterator[WindowedValue]:
+        batches, self._batches = self._batches, {}
+        for (shard, window), (earliest, batch) in batches.items():
+            yield WindowedValue((shard, tuple(batch)), earliest, (window,))
+
+
 class WriteExports(beam.PTransform):
     """ExportRows -> the paths of the Parquet files written (one per dataset, partition and
     roll of a shard).
@@ -243,10 +281,8 @@ class WriteExports(beam.PTransform):
         self._shards = shards
 
     def expand(self, rows: beam.PCollection) -> beam.PCollection:
-        shards = self._shards
         return (rows
-                | "AssignShard" >> beam.Map(
-                    lambda row: (str(random.randrange(shards)), row)
-                ).with_output_types(tuple[str, Any])
+                | "AssignShard" >> beam.ParDo(_BatchByShardFn(self._shards))
+                .with_output_types(tuple[str, Any])
                 | "RollFiles" >> beam.ParDo(
                     _ExportRollFn(self._prefix, self._roll_rows, self._roll_seconds)))
