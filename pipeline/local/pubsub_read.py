@@ -11,7 +11,9 @@ with one that
 
 * pulls with ``return_immediately`` (up to ``MAX_MESSAGES``, fewer while answers exceed the
   client's receive limit: ``transforms.pubsub_source.PullSize``) and, when nothing came,
-  yields the thread for ``IDLE_SLEEP`` seconds, so no heartbeat is needed;
+  yields the thread for ``IDLE_SLEEP`` seconds, so no heartbeat is needed; a read the runner
+  was made to schedule while busy (``pipeline.local.tuning``, :func:`read_in_passing`) does
+  not sleep, since other work waits for the thread;
 * does **not** acknowledge: it records the ack id as the ``crawler-ack-id`` attribute and
   keeps the message leased (``transforms.acks.subscription_leases`` extends its deadline every
   ``ACK_DEADLINE_SECONDS / 2``), and the pipeline acknowledges it once its URLs are recorded
@@ -39,6 +41,19 @@ MAX_MESSAGES = 100
 IDLE_SLEEP = 0.01
 _ORIGINAL = transform_evaluator._PubSubReadEvaluator._read_from_pubsub
 _PULL_SIZES: dict[str, PullSize] = {}  # per subscription: shrinks while answers are too big
+_PASSING = [False]  # the next read was scheduled while the runner is busy: no idle sleep
+_EMPTY_IN_A_ROW = [0]  # reads in a row that found nothing
+
+
+def read_in_passing() -> None:
+    """The next read is scheduled while the runner has other work: if it finds nothing, it
+    returns at once instead of yielding the thread."""
+    _PASSING[0] = True
+
+
+def empty_reads_in_a_row() -> int:
+    """How many reads in a row found nothing (0 after one that found messages)."""
+    return _EMPTY_IN_A_ROW[0]
 
 
 def install() -> None:
@@ -57,6 +72,7 @@ def _read_at_least_once(self: Any, timestamp_attribute: str | None) -> list[tupl
     from google.api_core import exceptions as gexc
 
     subscription = self._sub_name
+    passing, _PASSING[0] = _PASSING[0], False
     client = self._get_subscriber_client(self._applied_ptransform)
     size = _PULL_SIZES.setdefault(subscription, PullSize(MAX_MESSAGES))
     try:
@@ -69,8 +85,11 @@ def _read_at_least_once(self: Any, timestamp_attribute: str | None) -> list[tupl
         return []
     received = list(response.received_messages)
     if not received:
-        time.sleep(IDLE_SLEEP)
+        _EMPTY_IN_A_ROW[0] += 1
+        if not passing:
+            time.sleep(IDLE_SLEEP)
         return []
+    _EMPTY_IN_A_ROW[0] = 0
     subscription_leases(subscription).hold((r.ack_id for r in received), set_deadline=True)
     out = []
     for r in received:

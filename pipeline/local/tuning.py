@@ -47,8 +47,10 @@ of its monitor loop in which no timer fired and no bundle is runnable
 so while hosts are busy some timer fires in almost every pass, and the frontier topic was read
 seconds apart (a 7 s gap with messages waiting, measured): every link to another host waited
 that long, and the loop's latency was seconds. ``install`` also schedules the sources' pending
-reads when their last read is ``SOURCE_EVERY`` seconds old, whatever else is going on. The
-read stays non-blocking (``pipeline.local.pubsub_read``), so this costs one pull per interval.
+reads when their last read is ``SOURCE_EVERY`` seconds old, whatever else is going on; the
+interval doubles with each read in a row that found nothing, up to 16 times, and such a read
+in passing does not yield the thread (``pipeline.local.pubsub_read.read_in_passing``): a
+busy runner pays one quick pull per interval.
 
 5. Watermarks of pending bundles. After every bundle the DirectRunner refreshes the watermark of
 the step it ran and of everything downstream (``_TransformWatermarks.refresh``), and each
@@ -74,6 +76,8 @@ from apache_beam.runners.direct import (
     watermark_manager,
 )
 from apache_beam.transforms import core, userstate
+
+from pipeline.local import pubsub_read as local_pubsub
 
 GC_THRESHOLDS = (10_000, 10, 50)  # CPython's defaults are (700, 10, 10)
 SOURCE_EVERY = 0.05  # seconds: a source's pending read waits at most this long (4.)
@@ -276,12 +280,14 @@ def add_work_reading_sources_in_time(self: Any, timers_fired: bool) -> None:
     4); the original's rule holds otherwise."""
     runner = self._executor
     now = time.monotonic()
-    if now - _LAST_SOURCE_READ[0] >= SOURCE_EVERY:
+    interval = SOURCE_EVERY * 2 ** min(local_pubsub.empty_reads_in_a_row(), 4)
+    if now - _LAST_SOURCE_READ[0] >= interval:
         _LAST_SOURCE_READ[0] = now
         for source in runner.root_nodes:
             pending = runner.node_to_pending_bundles.get(source)
             if pending and not runner.evaluation_context.is_done(source):
                 runner.node_to_pending_bundles[source] = []
+                local_pubsub.read_in_passing()
                 for bundle in pending:
                     runner.schedule_consumption(source, bundle, [],
                                                 runner.default_completion_callback)
