@@ -19,6 +19,7 @@ setup(
         "google-cloud-storage>=2.10",
         "google-cloud-pubsub>=2.18",
         "datasketch>=2.0",  # MinHash(scheme=...)
+        "publicsuffixlist>=1.0",  # --scope domain: registered domains
         "mmh3>=4",  # MinHash word hashes (a Beam dependency too)
         "numpy>=1.24",  # MinHash signatures, vectorized
         "pyarrow>=14,<26",  # Parquet exports; Beam 2.77 requires <26

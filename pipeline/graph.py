@@ -4,14 +4,18 @@
       -> ReadCrawlRequests   decode, canonicalize, key by host          (dead letters -> Bigtable)
          -> TakeInBatches    client batches, keyed by batch id: record, then URLs to their keys
       WakePendingKeys        at the start of a job: keys with work pending in the tables
-      -> HostFrontier        politeness, robots.txt, dedup, leases that fetch; writes its
-                             decisions (``queued`` rows, the frontier index) itself
-      -> ExtractLinks        HTML -> title, previews, main text, outlinks, MinHash signature;
-                             cross-host redirects
+      -> HostFrontier        politeness, robots.txt, dedup, leases that fetch and extract
+                             (pages parsed next to their fetch); a page's links to its own
+                             key admitted at harvest; writes its decisions (``queued`` rows,
+                             the frontier index) itself
+      -> ExtractLinks        the parsed pages carried on (title, previews, main text,
+                             outlinks, MinHash signature), page counters; results that came
+                             without their extraction are extracted here
       -> DetectDuplicates    keyed by content digest: duplicate_of, WARC revisits, a
                              duplicate's links dropped, DUST evidence for the frontier
-      -> PublishLinks        the links (and DUST evidence), by host, to the Pub/Sub frontier
-                             topic (the loop); only then the results they came from move on
+      -> PublishLinks        the links to other keys (and DUST evidence), by host, to the
+                             Pub/Sub frontier topic (the loop); only then the results they
+                             came from move on
       -> WriteWarc           pages -> WARC/1.1 files on GCS (revisit records for duplicates)
       -> webtable rows (pages, unstored fetches) -> Bigtable, then their index entries deleted
       -> FindNearDuplicates  keyed by MinHash LSH band: near_duplicate_of -> webtable
@@ -62,7 +66,7 @@ from transforms.warc_io import WriteWarc
 class CrawlOutputs(NamedTuple):
     """The main PCollections of the graph, for tests and for extensions."""
 
-    fetched: beam.PCollection  # FetchResult, every fetch
+    fetched: beam.PCollection  # Discovered (or FetchResult): every fetch, extracted
     outcomes: beam.PCollection  # UrlOutcome, frontier decisions (written by the frontier)
     stats: beam.PCollection  # HostStats
     stored: beam.PCollection  # StoredPage, pages with their WARC location
@@ -105,7 +109,8 @@ class CrawlCore(beam.PTransform):
                 | "FrontierInput" >> beam.Flatten().with_output_types(tuple[str, Any]))
         frontier = work | "HostFrontier" >> HostFrontier(frontier_config, self._store)
         extract = frontier.fetched | "ExtractLinks" >> ExtractLinks(
-            frontier_config.robots_agent, frontier_config.fetch.max_body_bytes)
+            frontier_config.robots_agent, frontier_config.fetch.max_body_bytes,
+            frontier_config.scope)
         judged = extract.discovered | "DetectDuplicates" >> DetectDuplicates(
             self._store, crawler.dedup_table, crawler.follow_duplicate_links)
         discovered = ((judged,

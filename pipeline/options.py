@@ -14,6 +14,7 @@ from apache_beam.options.pipeline_options import PipelineOptions
 from pipeline.policy_source import load_policy_file
 from pipeline.settings import CrawlSettings
 from transforms.core.policy import DEFAULT_POLICY, Policy
+from transforms.core.scope import SCOPE_ANY, SCOPES
 from transforms.formats.schema import (
     BATCHES_TABLE,
     DEADLETTER_TABLE,
@@ -94,6 +95,10 @@ class CrawlerOptions(PipelineOptions):
               default=False,
               help="Follow the links of a page whose content duplicates another URL's "
                    "(default: false: a mirror's links are the original's).")
+        _flag(parser, "scope", default=SCOPE_ANY, choices=SCOPES,
+              help="How far the crawl may go from its seeds: host (links to the same host "
+                   "as the page they are on), domain (to the same registered domain, by the "
+                   "Public Suffix List) or any (default: any; the policy's filters decide).")
         _flag(parser, "near_duplicate_threshold", type=float, default=0.9,
               help="Estimated Jaccard similarity of word shingles at or above which a page is "
                    "recorded as a near duplicate of an earlier one (default: 0.9).")

@@ -34,6 +34,7 @@ class CrawlSettings:
     batches_table: str
     dedup_table: str
     follow_duplicate_links: bool
+    scope: str
     near_duplicate_threshold: float
     export_prefix: str | None
     export_roll_seconds: float
@@ -102,7 +103,8 @@ class CrawlSettings:
             refill_size=max(1, self.frontier_head_size // 2),
             max_seen=self.max_seen_per_host, seen_error_rate=self.seen_error_rate,
             robots_ttl=self.robots_ttl, retry_delay=self.retry_delay,
-            robots_agent=product_token(self.crawl_user_agent), fetch=fetch)
+            robots_agent=product_token(self.crawl_user_agent), fetch=fetch, scope=self.scope,
+            follow_duplicate_links=self.follow_duplicate_links, dedup_table=self.dedup_table)
 
     def results_prefix(self) -> str:
         """Where finished batches' results files go (``--batch_results_prefix``, else a

@@ -24,11 +24,26 @@ Timeline of one key (delay d, lease size k = lease_seconds / d):
              state commits and before the messages are acknowledged
     t0+.02   no robots verdict -> robots lease                               timer + 0.05
     t0+.07   timer: robots rules (saved in the hosts table) -> lease of k URLs from the head,
-             which first checks their rows (a URL already terminal is not fetched again)
-    t0+kd    timer: outcome -> results out (their index entries are deleted by the row sink
-             once their rows are durable), recrawl entries in, next lease at last end + d
+             which first checks their rows (a URL already terminal is not fetched again);
+             the service fetches them d apart and parses each page as it arrives, while the
+             next request waits for its turn, and looks the pages' contents up (copies?)
+    t0+kd    timer: outcome -> each page's links to this key admitted now (same admission,
+             same ``queued`` rows and index entries, written at the end of this bundle) and
+             merged into the head; results out with their parsed pages and their links to
+             other keys (the loop); recrawl entries in; next lease at last end + d, with the
+             links just found in it when they rank first
     ...      head below a quarter -> the next index page is read; the index empty and nothing
              scheduled -> no timer; the key is idle until new URLs arrive
+
+So a level of a site costs one lease turn (a timer firing) instead of a trip through the loop
+(publish, pull, decode: a second or more), and a host whose pages link to each other keeps
+its own queue full. Links to other keys, and a hot host's links to its sibling shards, still
+take the loop, grouped by host; the loop's latency is measured where they arrive (``on_element``
+with ``discovered_at``: the ``loop_latency_ms`` distribution and the hosts table's histogram).
+What the loop guaranteed still holds: the same-key links are durable (index and rows) before
+the bundle that harvested them commits, so before their page's row can say it is done; a
+redelivered message or a lease replayed after a restart finds them in the seen filter, rebuilt
+from those rows.
 
 State per key (``transforms.frontier.state`` has the cells and their versioned formats) is
 bounded: a head of ``--frontier_head_size`` URLs, arrivals and inbox until the next timer, the
@@ -38,7 +53,9 @@ rewritten once per timer firing, whatever the host's backlog. The seen filter of
 kept parsed in a process-wide cache (checked against a version in the ``host`` cell), so an
 element does not read it from state either.
 
-Outputs: fetch results (main), frontier decisions (``outcomes``), host counters (``stats``),
+Outputs: fetch results with their extraction (main: ``Discovered``, a parsed page or an
+unstored result with the links for other keys; a bare ``FetchResult`` when extraction failed
+here), frontier decisions (``outcomes``), host counters (``stats``),
 requests for other keys (``discovered``: sitemaps named elsewhere) and ``acks``: the Pub/Sub
 acknowledgements whose URLs are now recorded (emitted after the bundle's table writes), and
 ``batch_events``: (batch id, ``BatchEvent``s) for client batch URLs the frontier decided (refused
@@ -67,15 +84,21 @@ from apache_beam.utils.timestamp import Timestamp
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
-from transforms.core.records import BatchEvent, FrontierWork, by_batch
+from transforms.core.extraction import Extraction, extract
+from transforms.core.records import BatchEvent, FetchResult, FrontierWork, by_batch
 from transforms.fetchers.service import leases_paused, shared_fetch_service
 from transforms.frontier import drain
 from transforms.frontier.cells import FrontierCells
-from transforms.frontier.context import Effects, FrontierConfig, IoRequest
+from transforms.frontier.context import Effects, FrontierConfig, IoRequest, fetch_of
+from transforms.frontier.copies import CopyCheck, RecentContent
 from transforms.frontier.hostcore import HostCore
 from transforms.frontier.leases import Lease
 from transforms.frontier.state import JOB_REBUILD
 from transforms.frontier.store import BundleWork, FrontierStore, StoreSpec
+
+# The contents this process saw last, shared by the DoFn's instances (``transforms.frontier.
+# copies``): a lease's pages are looked up here before the dedup table.
+_RECENT_CONTENT = RecentContent()
 
 OUTCOMES_TAG = "outcomes"
 STATS_TAG = "stats"
@@ -116,10 +139,12 @@ class _HostFrontierFn(beam.DoFn):
         # lease one instance starts can be collected by another): never closed by a DoFn.
         self._service = shared_fetch_service(self._config.fetch)
         self._store: FrontierStore = self._store_spec.open()
+        self._copies = CopyCheck(self._store, self._config.dedup_table, _RECENT_CONTENT)
         self._metrics: dict[str, Any] = {}
         self._lease_size = Metrics.distribution(METRICS_NAMESPACE, "lease_size")
         self._state_bytes = Metrics.distribution(METRICS_NAMESPACE, "state_bytes_per_step")
         self._leases_not_started = Metrics.counter(METRICS_NAMESPACE, "leases_not_started")
+        self._loop_latency = Metrics.distribution(METRICS_NAMESPACE, "loop_latency_ms")
 
     def teardown(self) -> None:
         self._store.close()
@@ -160,7 +185,10 @@ class _HostFrontierFn(beam.DoFn):
         cells = FrontierCells(host_state, robots_state, head_state, arrivals_state, inbox_state,
                               seen_state, seen_frozen_state)
         core = cells.core(self._config, key)
-        effects = core.on_element(work.requests, work.tokens, now, work.rules)
+        if work.discovered_at is not None and work.requests:
+            self._loop_latency.update(int(1000 * max(0.0, now - work.discovered_at)))
+        effects = core.on_element(work.requests, work.tokens, now, work.rules,
+                                  work.discovered_at)
         yield from self._carry_out(key, core, effects, cells, timer, now)
 
     @on_timer(LEASE_TIMER)
@@ -199,7 +227,7 @@ class _HostFrontierFn(beam.DoFn):
         self._bundle.tokens.extend(fx.tokens)
         self._batch_events.extend(fx.batch_events)
         self._flush_metrics(core.ctx.counters)
-        drain.note_emitted(sum(1 for r in fx.results if r.index_key))
+        drain.note_emitted(sum(1 for r in fx.results if fetch_of(r).index_key))
         yield from fx.results
         for outcome in fx.outcomes:
             yield beam.pvalue.TaggedOutput(OUTCOMES_TAG, outcome)
@@ -212,7 +240,12 @@ class _HostFrontierFn(beam.DoFn):
         if leases_paused():  # the local run is stopping: its URLs stay queued for the next
             self._leases_not_started.inc()
             return
-        self._service.submit(lease, verify=self._store.url_records)
+        self._service.submit(lease, verify=self._store.url_records, extract=self._extract,
+                             copies=self._copies)
+
+    def _extract(self, result: FetchResult) -> Extraction:
+        cfg = self._config
+        return extract(result, cfg.robots_agent, cfg.fetch.max_body_bytes, cfg.scope)
 
     def _reader(self, key: str, io: IoRequest) -> Callable[[], Any]:
         """The blocking read an ``IoRequest`` asks for, to run on the service's threads."""
@@ -233,7 +266,7 @@ class _HostFrontierFn(beam.DoFn):
 
 
 class FrontierOutputs(NamedTuple):
-    fetched: beam.PCollection  # FetchResult
+    fetched: beam.PCollection  # Discovered (or FetchResult): every fetch, extracted
     outcomes: beam.PCollection  # UrlOutcome (queued, robots_blocked, filtered, errors, ...)
     stats: beam.PCollection  # HostStats
     discovered: beam.PCollection  # CrawlRequest for other keys (sitemaps named in robots.txt)

@@ -25,7 +25,13 @@ from transforms.core.policy import DEFAULT_POLICY, Policy
 from transforms.core.records import AckToken, BatchSubmission, CrawlRequest, DeadLetter, UrlRule
 from transforms.core.url_keys import key_requests
 from transforms.formats.batch_messages import decode_batch_message, is_batch
-from transforms.formats.messages import ACK_ID_ATTRIBUTE, BadMessage, decode_message, is_heartbeat
+from transforms.formats.messages import (
+    ACK_ID_ATTRIBUTE,
+    BadMessage,
+    decode_message,
+    discovered_at_of,
+    is_heartbeat,
+)
 from transforms.host_frontier import FrontierWork
 
 DEAD_LETTER_TAG = "dead_letter"
@@ -85,10 +91,11 @@ class _DecodeAndKeyFn(beam.DoFn):
                    for url, reason in invalid]
         keys = list(dict.fromkeys([*by_host, *rules]))
         parts = len(keys) + (1 if letters else 0)
+        discovered_at = discovered_at_of(attributes)
         for part, host in enumerate(keys):
             tokens = (AckToken(ack_id, part, parts),) if ack_id else ()
             yield host, FrontierWork(tuple(by_host.get(host, ())), tokens,
-                                     tuple(rules.get(host, ())))
+                                     tuple(rules.get(host, ())), discovered_at)
         for i, letter in enumerate(letters):
             if ack_id and i == len(letters) - 1:  # the last row of the part carries its token
                 letter = dataclasses.replace(letter, tokens=(AckToken(ack_id, parts - 1,

@@ -13,6 +13,11 @@ bundle of latency, which the links would wait anyway.
 
     Discovered(links, page) -> bundle ends -> messages published -> publish acknowledged
       -> page released (to WriteWarc) / fetch result released (to its row)
+
+The links that reach this stage are those of other frontier keys: a page's links to its own
+key joined that key's queue when its lease was harvested (``transforms.frontier.harvest``).
+Each message carries ``discovered_at``, the earliest fetch time of the bundle's pages, so the
+frontier can measure the loop's latency (``transforms.core.latency``).
 """
 
 from __future__ import annotations
@@ -74,7 +79,9 @@ class _PublishThenReleaseFn(beam.DoFn):
 
     def _flush(self) -> list[tuple[str, Any]]:
         waiting, self._waiting, self._count = self._waiting, [], 0
-        messages = host_messages(link for item in waiting for link in item.links)
+        found = [_fetched_at(item.item) for item in waiting if item.links]
+        messages = host_messages((link for item in waiting for link in item.links),
+                                 min((t for t in found if t is not None), default=None))
         messages += evidence_messages(rule for item in waiting for rule in item.rules)
         if messages:
             self._publish(messages)
@@ -87,6 +94,15 @@ class _PublishThenReleaseFn(beam.DoFn):
             elif isinstance(item.item, FetchResult):
                 released.append((UNSTORED_TAG, item.item))
         return released
+
+
+def _fetched_at(item: ParsedPage | FetchResult | None) -> float | None:
+    """When the links of ``item`` were discovered: its fetch."""
+    if isinstance(item, ParsedPage):
+        return item.fetch.fetched_at
+    if isinstance(item, FetchResult):
+        return item.fetched_at
+    return None
 
 
 class Released(NamedTuple):

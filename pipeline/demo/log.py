@@ -63,6 +63,24 @@ def min_start_gap(requests: Sequence[Request]) -> float | None:
     return min(b - a for a, b in pairwise(starts))
 
 
+def gaps(requests: Sequence[Request]) -> list[float]:
+    """The time between each request's end and the next one's start, in start order: what a
+    host waited between two requests of a crawler that keeps one request open at a time."""
+    ordered = sorted(requests, key=lambda r: r.start)
+    return [b.start - a.end for a, b in pairwise(ordered)]
+
+
+def idle_share(requests: Sequence[Request], threshold: float = 0.2) -> float:
+    """The share of a host's span (first start to last end) spent in gaps longer than
+    ``threshold`` seconds: with no delay asked, time the crawler had nothing to send the host
+    (0.0 for fewer than two requests)."""
+    if len(requests) < 2:
+        return 0.0
+    span = max(r.end for r in requests) - min(r.start for r in requests)
+    idle = sum(g for g in gaps(requests) if g > threshold)
+    return idle / span if span > 0 else 0.0
+
+
 def crawlable_paths(base_url: str, paths: Iterable[str], policy: HostPolicy, now: float
                     ) -> set[str]:
     """The paths a crawl with ``policy`` should fetch: the policy's filters (media extensions,

@@ -37,6 +37,7 @@ from pipeline.ops.status import host_busy, running_batches
 from pipeline.options import CrawlerOptions
 from pipeline.settings import CrawlSettings
 from transforms.batch_progress import outcomes_counted
+from transforms.core import latency
 from transforms.core.records import HostStats
 from transforms.exports import unwritten_rows
 from transforms.fetchers import service as fetch_service
@@ -48,7 +49,7 @@ RATE_WINDOW = 10.0
 FREEZE_AFTER_SECONDS = 5.0  # pipeline.local.tuning.freeze_started_job
 STARTUP_SECONDS = 120.0  # a job that has not crawled anything by then is stuck
 _COUNTERS = ("fetched", "errors", "bytes", "robots_blocked", "dedup_dropped", "filtered",
-             "budget_exceeded", "accepted", "queued")
+             "budget_exceeded", "accepted", "queued", "out_of_scope")
 
 
 @dataclass
@@ -137,12 +138,32 @@ def format_progress(t: Totals, rate: float, elapsed: float) -> str:
             f"errors {t['errors']:>4}  robots-blocked {t['robots_blocked']:>4}")
 
 
+def loop_latency(hosts: list[HostRow]) -> dict[str, int]:
+    """The loop-latency histogram of the whole crawl (``transforms.core.latency``), summed over
+    the hosts' rows."""
+    return latency.merge(latency.parse_histogram(h.values.get("loop_latency", ""))
+                         for h in hosts)
+
+
+def format_latency(histogram: dict[str, int]) -> str:
+    """``p50 20 ms, p90 200 ms, p99 1000 ms (123 links)``, or ``-`` without links."""
+    links = sum(histogram.values())
+    if not links:
+        return "- (no link came through the loop)"
+    parts = []
+    for name, q in (("p50", 0.5), ("p90", 0.9), ("p99", 0.99)):
+        value = latency.percentile(histogram, q)
+        shown = f">{latency.BUCKETS_MS[-1]}" if value == float("inf") else f"{value:.0f}"
+        parts.append(f"{name} {shown} ms")
+    return f"{', '.join(parts)} ({links} links; upper bucket edges)"
+
+
 def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
-                   limit: int = 20, active: float | None = None) -> str:
+                   limit: int = 20, active: float | None = None, scope: str = "any") -> str:
     """The final table: totals, then the busiest hosts.
 
     ``active`` is the time until the last change (the crawl without the idle wait); pages/s is
-    computed over it when given.
+    computed over it when given. ``scope`` is the crawl's ``--scope``.
     """
     busy = active if active else elapsed
     rate = t["fetched"] / busy if busy > 0 else 0.0
@@ -153,6 +174,8 @@ def format_summary(hosts: list[HostRow], t: Totals, elapsed: float, reason: str,
              f"  dedup-dropped     {t['dedup_dropped']}",
              f"  filtered (policy) {t['filtered']}",
              f"  over budget       {t['budget_exceeded']}", f"  still queued      {t['queued']}",
+             f"  scope             {scope} ({t['out_of_scope']} links out of scope)",
+             f"  loop latency      {format_latency(loop_latency(hosts))}",
              f"  hosts             {t.hosts}", f"  wall time         {elapsed:.1f} s"]
     if active:
         lines.append(f"  crawling time     {active:.1f} s (until the last change)")
@@ -326,6 +349,6 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
     summary = RunSummary(reason, elapsed, totals, hosts, failure[0] if failure else None,
                          max(0.0, last_change - started))
     out.write(format_summary(hosts, totals, elapsed, reason,
-                             active=summary.active) + "\n")
+                             active=summary.active, scope=settings.scope) + "\n")
     out.flush()
     return summary

@@ -27,9 +27,13 @@ from tests.integration.test_fetch import (
     run_leases,
     serving,
 )
-from transforms.core.records import OUTCOME_FETCHED, OUTCOME_REDIRECT
+from transforms.core.extraction import extract
+from transforms.core.records import OUTCOME_FETCHED, OUTCOME_REDIRECT, ParsedPage
 from transforms.fetchers.http import FetchConfig, Lease, LeaseOutcome
 from transforms.fetchers.service import FetchService, run_lease, shared_fetch_service
+from transforms.formats.schema import DEDUP_TABLE
+from transforms.frontier.copies import CopyCheck, RecentContent
+from transforms.stores.memory import MemoryFrontierStore
 
 TOLERANCE = 0.02  # clock and socket noise between our timestamps and the server's
 ROBOTS = b"User-agent: *\nDisallow: /private\n"
@@ -48,13 +52,13 @@ def site(serve, n: int = 5, delay: float = 0.0) -> RoutedSite:
     return serve({f"/p{i}": page(f"<p>{i}</p>".encode(), delay=delay) for i in range(n)})
 
 
-def run_direct(lease: Lease, config: FetchConfig = CONFIG) -> LeaseOutcome:
+def run_direct(lease: Lease, config: FetchConfig = CONFIG, **kw) -> LeaseOutcome:
     """Runs one lease with ``run_lease`` on a session set up like ``FetchService``'s."""
     async def go() -> LeaseOutcome:
         connector = aiohttp.TCPConnector(limit_per_host=1)
         async with aiohttp.ClientSession(connector=connector, auto_decompress=False,
                                          headers={"User-Agent": config.user_agent}) as session:
-            return await run_lease(session, lease, config)
+            return await run_lease(session, lease, config, **kw)
     return asyncio.run(go())
 
 
@@ -240,3 +244,25 @@ def test_shared_service_is_one_per_config():
     service = shared_fetch_service(config)
     assert shared_fetch_service(dataclasses.replace(config)) is service
     assert shared_fetch_service(CONFIG) is not service and service.config == config
+
+
+def test_pages_are_extracted_next_to_their_fetch_and_copies_are_found(serve):
+    """A lease's pages come back parsed (links canonical, one level deeper), and a page whose
+    text another URL of the lease had first is named a copy."""
+    body = b"<html><title>T</title><p>the same words on two pages</p><a href=/p1>1</a></html>"
+    routes = {"/a": page(body), "/b": page(body), "/c": page(b"<p>other words</p>"),
+              "/gone": page(b"no", status=404)}
+    server = serve(routes)
+    urls = [server.url(p) for p in ("/a", "/b", "/c", "/gone")]
+    recent = RecentContent(100)
+    check = CopyCheck(MemoryFrontierStore(), DEDUP_TABLE, recent)
+    outcome = run_direct(make_lease(urls), extract=lambda r: extract(r, "beam-crawler"),
+                         copies=check)
+    by_url = dict(outcome.extracted)
+    assert set(by_url) == set(urls)  # final results, pages or not
+    first = by_url[urls[0]].discovered
+    assert isinstance(first.item, ParsedPage) and first.item.title == "T"
+    assert [(r.url, r.depth) for r in first.links] == [(server.url("/p1"), 1)]
+    assert outcome.copies == frozenset({urls[1]})  # /a had the text first
+    assert len(recent) == 2  # two contents seen: /a's (and /b's), /c's
+    assert not isinstance(by_url[urls[3]].discovered.item, ParsedPage)  # a 404 is not a page

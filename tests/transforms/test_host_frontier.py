@@ -25,7 +25,7 @@ from transforms.core.policy import HostPolicy, Policy
 from transforms.core.records import CrawlRequest
 from transforms.core.url_keys import politeness_key
 from transforms.fetchers.http import FetchConfig
-from transforms.frontier.context import FrontierConfig
+from transforms.frontier.context import FrontierConfig, fetch_of
 from transforms.host_frontier import HostFrontier
 from transforms.stores.memory import MemoryStoreSpec, memory_store
 
@@ -73,7 +73,7 @@ def test_frontier_dedups_keeps_a_bounded_head_and_obeys_robots(server):
                                                     .DISCARDING)
             for i, pcoll in enumerate(out))
         # Two URLs fit in the head; the rest waited in the index and were read back.
-        assert_that(fetched | beam.Map(lambda r: (r.request.url, r.status)),
+        assert_that(fetched | beam.Map(fetch_of) | beam.Map(lambda r: (r.request.url, r.status)),
                     equal_to([(u, 200) for u in urls if "private" not in u]), label="fetched")
         assert_that(outcomes | beam.Map(lambda o: (o.outcome, o.request.url)), equal_to(
             [("queued", u) for u in urls] + [("robots_blocked", urls[2])]), label="outcomes")

@@ -61,3 +61,13 @@ def test_dust_evidence_goes_to_the_key_of_the_url_that_showed_it_with_the_acknow
         assert_that(out.requests | beam.MapTuple(
             lambda key, work: (key, work.requests, work.rules, work.tokens)),
             equal_to([("a.example", (), ((rule, "t:sha1:A"),), (AckToken("m1", 0, 1),))]))
+
+
+def test_a_loop_messages_discovery_time_rides_with_its_requests():
+    message = PubsubMessage(encode_requests([CrawlRequest("https://a.example/1", 1)]),
+                            {"kind": "crawl", "discovered_at": "1700000000.5"})
+    seed = PubsubMessage(b"https://b.example/\n", {})
+    with TestPipeline() as p:
+        out = p | beam.Create([message, seed]) | ReadCrawlRequests()
+        assert_that(out.requests | beam.MapTuple(lambda key, work: (key, work.discovered_at)),
+                    equal_to([("a.example", 1_700_000_000.5), ("b.example", None)]))

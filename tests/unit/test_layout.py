@@ -3,7 +3,7 @@
 ``transforms`` is layered; each folder may import only the folders below it:
 
     transforms/core       pure crawl logic: the standard library, protego, selectolax, yaml,
-                          numpy, mmh3, datasketch (MinHash)
+                          numpy, mmh3, datasketch (MinHash), publicsuffixlist (scope)
     transforms/formats    encodings of core records (rows, row keys, messages, index, WARC)
     transforms/frontier   one key's frontier decisions, pure (state, admission, leases, ...)
     transforms/fetchers   asyncio adapters: the fetch service, HTTP (aiohttp), FTP, SSRF guard
@@ -30,8 +30,10 @@ MAX_LINES = 400
 
 # Third-party top-level packages each layer may import (the standard library is always allowed).
 THIRD_PARTY = {
-    # numpy, mmh3 and datasketch: MinHash signatures and LSH (transforms.core.minhash, lsh).
-    "transforms.core": {"protego", "selectolax", "yaml", "numpy", "mmh3", "datasketch"},
+    # numpy, mmh3 and datasketch: MinHash signatures and LSH (transforms.core.minhash, lsh);
+    # publicsuffixlist: registered domains for --scope domain (transforms.core.scope).
+    "transforms.core": {"protego", "selectolax", "yaml", "numpy", "mmh3", "datasketch",
+                        "publicsuffixlist"},
     # warcio: transforms.formats.warc only, see below; pyarrow: the export schema.
     "transforms.formats": {"warcio", "pyarrow"},
     "transforms.frontier": set(),

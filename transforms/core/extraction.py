@@ -1,14 +1,20 @@
-"""What extraction makes of a fetch result, in plain Python (the ``ExtractLinks`` composite runs
-it): a stored HTML page parsed into its title, links, robots directives and the analysts'
-content (``transforms.core.page_content``: preview, main text, outlinks with anchors, digest,
-signature), a sitemap into the requests it adds, and the requests for a page's outlinks. Bodies
-are decoded per their ``Content-Encoding`` first (``transforms.core.content``), capped on the
-decoded size. A page is parsed once: the links, the preview and the main text share its tree.
+"""What extraction makes of a fetch result, in plain Python: a stored HTML page parsed into its
+title, links, robots directives and the analysts' content (``transforms.core.page_content``:
+preview, main text, outlinks with anchors, digest, signature), a sitemap into the requests it
+adds, and the requests for a page's outlinks. Bodies are decoded per their
+``Content-Encoding`` first (``transforms.core.content``), capped on the decoded size. A page is
+parsed once: the links, the preview and the main text share its tree.
+
+:func:`extract` is the whole step for one fetch result. The fetch service runs it next to the
+fetch (``transforms.fetchers.service``), so the frontier can admit a page's links to its own
+host when it harvests the lease; the ``ExtractLinks`` composite carries the result on (and runs
+it for fetch results that come without it).
 """
 
 from __future__ import annotations
 
 import dataclasses
+from typing import NamedTuple
 
 from transforms.core.content import Decoded, decode_body, header
 from transforms.core.digests import digest_of
@@ -16,11 +22,15 @@ from transforms.core.links import parse_html
 from transforms.core.page_content import page_content
 from transforms.core.policy import SUPPORTED_SCHEMES
 from transforms.core.records import (
+    OUTCOME_NOT_STORED,
+    SITEMAP_KINDS,
     CrawlRequest,
+    Discovered,
     FetchResult,
     ParsedPage,
 )
 from transforms.core.robots_meta import meta_contents, page_directives, x_robots_tags
+from transforms.core.scope import SCOPE_ANY, split_scope
 from transforms.core.sitemap_links import SitemapYield, sitemap_outlinks
 from transforms.core.sitemaps import MAX_SITEMAP_BYTES, parse_sitemap
 from transforms.core.urls import InvalidUrl, canonicalize_url
@@ -121,3 +131,63 @@ def read_sitemap(result: FetchResult) -> SitemapYield:
     return outcome
 
 
+
+
+class Extraction(NamedTuple):
+    """What extraction makes of one fetch result.
+
+    Attributes:
+        discovered: the links it yields (those in the crawl's scope) and what is recorded of
+            it: a ``ParsedPage`` to store, or the ``FetchResult`` itself when it is not stored
+            (errors, non-HTML, redirects; a sitemap, without its body, with its summary).
+        out_of_scope: links dropped by the crawl's scope (``transforms.core.scope``).
+        sitemap_out_of_scope: a sitemap's entries outside the sitemap's own scope (the
+            sitemaps protocol's rule).
+    """
+
+    discovered: Discovered
+    out_of_scope: int = 0
+    sitemap_out_of_scope: int = 0
+
+
+def extract(result: FetchResult, user_agent: str, max_bytes: int = DEFAULT_MAX_DECODED_BYTES,
+            scope: str = SCOPE_ANY) -> Extraction:
+    """The extract step for one fetch result (see :class:`Extraction`).
+
+    A cross-host redirect becomes a request one level no deeper than its source, in scope
+    when its source is a seed (depth 0: a site moving its home page is still that site); a
+    page's links are one level deeper than the page and kept when in ``scope`` relative to the
+    page; a sitemap's entries are kept when in ``scope`` relative to the sitemap.
+    """
+    if result.request.kind in SITEMAP_KINDS and result.body is not None:
+        sitemap = read_sitemap(result)
+        kept, dropped = _scoped(scope, list(sitemap.requests), result.final_url)
+        item = dataclasses.replace(result.without_body(), outcome=OUTCOME_NOT_STORED,
+                                   detail=sitemap.detail)
+        return Extraction(Discovered(tuple(kept), item), dropped, sitemap.out_of_scope)
+    links: list[CrawlRequest] = []
+    if result.redirect_to is not None:
+        request = result.request
+        links.append(CrawlRequest(result.redirect_to, request.depth, request.priority,
+                                  request.url))
+    links += outlink_requests(result, result.links)
+    if result.body is None:
+        if result.request.depth == 0 or not links:
+            return Extraction(Discovered(tuple(links), result))
+        kept, dropped = _scoped(scope, links, result.final_url)
+        return Extraction(Discovered(tuple(kept), result), dropped)
+    page, requests = parse_page(result, user_agent, max_bytes)
+    kept, dropped = _scoped(scope, links + requests, result.final_url)
+    if dropped:
+        followed = {r.url for r in kept}
+        page = dataclasses.replace(page, outlinks=tuple(u for u in page.outlinks
+                                                        if u in followed))
+    return Extraction(Discovered(tuple(kept), page), dropped)
+
+
+def _scoped(scope: str, requests: list[CrawlRequest], found_on: str
+            ) -> tuple[list[CrawlRequest], int]:
+    keep, dropped = split_scope(scope, [r.url for r in requests], found_on)
+    if not dropped:
+        return requests, 0
+    return [r for r, k in zip(requests, keep, strict=True) if k], dropped

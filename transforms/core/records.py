@@ -262,6 +262,10 @@ class HostStats:
     next_recrawl_at: float | None = None
     phase: str = "ready"  # "rebuilding" while the key reads its rows back
     state_bytes: int = 0  # bytes of state this key has written, cumulative
+    out_of_scope: int = 0  # links its pages had outside the crawl's --scope
+    # Loop latency of the links that came to this key from other keys, as a histogram
+    # (``transforms.core.latency``: "edge_ms:count,...").
+    loop_latency: str = ""
 
 
 @dataclass(frozen=True)
@@ -299,6 +303,9 @@ class FrontierWork(NamedTuple):
     # Evidence of DUST rules for the key (``transforms.core.dust``): each with the content
     # digest that showed it.
     rules: tuple[tuple[UrlRule, str], ...] = ()
+    # When the links were discovered (their pages' fetch; seconds since the epoch), for links
+    # that came through the loop from another key; None for seeds and other producers.
+    discovered_at: float | None = None
 
 
 @dataclass(frozen=True)

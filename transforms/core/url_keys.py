@@ -72,6 +72,19 @@ def canonical_for_host(url: str, policy: Policy) -> tuple[str, str]:
                             remove_params=hp.remove_params, sort_query=hp.sort_query), key
 
 
+def keyed_request(request: CrawlRequest, policy: Policy) -> tuple[CrawlRequest, str]:
+    """The request canonicalized with its host's policy, and its frontier key (the host, or
+    ``host#shard``).
+
+    Raises:
+        InvalidUrl: for a URL that cannot be crawled.
+    """
+    url, key = canonical_for_host(request.url, policy)
+    if url != request.url:
+        request = dataclasses.replace(request, url=url)
+    return request, shard_key(key, url, policy.for_host(key).shards)
+
+
 def key_requests(requests: list[CrawlRequest], policy: Policy
                  ) -> tuple[dict[str, list[CrawlRequest]], list[tuple[str, str]]]:
     """Canonicalizes requests with their host's policy and groups them by frontier key (the
@@ -80,11 +93,9 @@ def key_requests(requests: list[CrawlRequest], policy: Policy
     invalid: list[tuple[str, str]] = []
     for request in requests:
         try:
-            url, key = canonical_for_host(request.url, policy)
+            keyed, key = keyed_request(request, policy)
         except InvalidUrl as exc:
             invalid.append((request.url, f"{exc.reason}: {exc}"))
             continue
-        if url != request.url:
-            request = dataclasses.replace(request, url=url)
-        by_key[shard_key(key, url, policy.for_host(key).shards)].append(request)
+        by_key[key].append(keyed)
     return by_key, invalid

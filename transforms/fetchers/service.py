@@ -27,7 +27,15 @@ import aiohttp
 
 from transforms.core.content import ACCEPT_ENCODING
 from transforms.core.digests import with_digest
-from transforms.core.records import OUTCOME_ERROR, CrawlRequest, FetchResult, UrlRecord
+from transforms.core.duplicates import content_key
+from transforms.core.extraction import Extraction
+from transforms.core.records import (
+    OUTCOME_ERROR,
+    CrawlRequest,
+    FetchResult,
+    ParsedPage,
+    UrlRecord,
+)
 from transforms.core.retry import is_transient
 from transforms.fetchers.ftp import fetch_ftp_request
 from transforms.fetchers.http import LeaseExpired, RequestGate, fetch_request, fetch_robots
@@ -43,6 +51,8 @@ from transforms.frontier.leases import (
 
 _LOG = logging.getLogger(__name__)
 Verifier = Callable[[Sequence[str]], dict[str, UrlRecord]]
+Extractor = Callable[[FetchResult], Extraction]
+CopyChecker = Callable[[Sequence[tuple[str, str]]], frozenset[str]]
 Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
                    Awaitable[FetchResult]]
 PROTOCOL_FETCHERS: dict[str, Fetcher] = {
@@ -60,7 +70,9 @@ def _unsupported(request: CrawlRequest, host: str) -> FetchResult:
 
 async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchConfig,
                     verify: Verifier | None = None,
-                    executor: concurrent.futures.Executor | None = None) -> LeaseOutcome:
+                    executor: concurrent.futures.Executor | None = None,
+                    extract: Extractor | None = None,
+                    copies: CopyChecker | None = None) -> LeaseOutcome:
     """Runs one lease to completion, to its deadline, or to its first transient failure, and
     reports what happened; requests not started come back as ``unfinished``.
 
@@ -68,6 +80,12 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
     rows and fetches only what ``transforms.frontier.leases.plan_lease`` says: a URL already
     terminal is not fetched again, a revisit is decided from its row. If the rows cannot be read, no
     URL is fetched and all come back unfinished.
+
+    With ``extract``, each final result is extracted on ``executor`` as soon as it arrives,
+    while the lease goes on to its next request; with ``copies``, the lease's parsed pages are
+    then looked up by content (``transforms.frontier.copies``). Both are in the outcome, so the
+    frontier admits a page's own links when it harvests the lease. An extraction that raises
+    is left out (the result is extracted downstream, where the error shows).
     """
     gate = RequestGate(lease, config.min_request_window)
     results: list[FetchResult] = []
@@ -75,10 +93,11 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
     pending = list(lease.requests)
     plan: LeasePlan | None = None
     records: dict[str, UrlRecord] = {}
+    loop = asyncio.get_running_loop()
+    extracting: list[tuple[str, asyncio.Future[Extraction]]] = []
     if verify is not None and pending:
         try:
-            records = await asyncio.get_running_loop().run_in_executor(
-                executor, verify, [r.url for r in pending])
+            records = await loop.run_in_executor(executor, verify, [r.url for r in pending])
         except Exception as exc:  # the table is unreachable: try the URLs again later
             return LeaseOutcome(lease.lease_id, (), tuple(pending), None, (), None, time.time(),
                                 verify_error=f"{type(exc).__name__}: {exc}"[:300])
@@ -100,13 +119,37 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
                 # to the queue and waits for the host's back-off instead of arriving at the
                 # normal pace right after a 429, a 503 or a timeout.
                 break
+            if extract is not None:
+                extracting.append((result.request.url,
+                                   loop.run_in_executor(executor, extract, result)))
     except LeaseExpired:
         pass
+    extracted, copied = await _extractions(extracting, copies, loop, executor)
     return LeaseOutcome(lease.lease_id, tuple(results), tuple(pending), robots,
                         tuple(gate.starts), gate.last_end, time.time(),
                         skipped=plan.skipped if plan else (), fresh=plan.fresh if plan else (),
                         records=tuple(records.items()),
-                        deferred=plan.deferred if plan else ())
+                        deferred=plan.deferred if plan else (),
+                        extracted=extracted, copies=copied)
+
+
+async def _extractions(extracting: list[tuple[str, asyncio.Future[Extraction]]],
+                       copies: CopyChecker | None, loop: asyncio.AbstractEventLoop,
+                       executor: concurrent.futures.Executor | None
+                       ) -> tuple[tuple[tuple[str, Extraction], ...], frozenset[str]]:
+    """The lease's extractions once done, and the URLs of its pages that are copies."""
+    done: list[tuple[str, Extraction]] = []
+    for url, future in extracting:
+        try:
+            done.append((url, await future))
+        except Exception as exc:  # extracted again downstream, where it shows
+            _LOG.warning("extraction failed next to the fetch", exc_info=exc,
+                         extra={"url": url})
+    pages = [(url, content_key(e.discovered.item)) for url, e in done
+             if isinstance(e.discovered.item, ParsedPage)]
+    if copies is None or not pages:
+        return tuple(done), frozenset()
+    return tuple(done), await loop.run_in_executor(executor, copies, pages)
 
 
 class FetchService:
@@ -141,10 +184,13 @@ class FetchService:
                      "Accept": "text/html,application/xhtml+xml;q=0.9,*/*;q=0.5",
                      "Accept-Encoding": ACCEPT_ENCODING})
 
-    def submit(self, lease: Lease, verify: Verifier | None = None) -> None:
-        """Starts a lease; returns at once. ``verify`` reads the URLs' rows first."""
+    def submit(self, lease: Lease, verify: Verifier | None = None,
+               extract: Extractor | None = None, copies: CopyChecker | None = None) -> None:
+        """Starts a lease; returns at once. ``verify`` reads the URLs' rows first; ``extract``
+        and ``copies``: see :func:`run_lease`."""
         future = asyncio.run_coroutine_threadsafe(
-            run_lease(self._session, lease, self.config, verify, self._io), self._loop)
+            run_lease(self._session, lease, self.config, verify, self._io, extract, copies),
+            self._loop)
         with self._lock:
             self._futures[lease.lease_id] = future
 

@@ -18,7 +18,9 @@ DUST evidence (``transforms.core.dust``) travels the same loop, to the key of th
 it: ``{"v": 1, "requests": [], "rules": [{"url": ..., "action": "sort"|"drop", "path": ...,
 "param": ..., "digest": ...}]}``.
 
-with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). So that any Pub/Sub
+with attributes ``kind=crawl`` and ``host=<politeness key>`` (informational). The crawl loop adds
+``discovered_at`` (seconds since the epoch, the earliest fetch time of the pages whose links the
+message carries), from which the frontier measures the loop's latency. So that any Pub/Sub
 client can seed the crawler, a body that is not JSON is read as URLs, one per line, with optional
 ``depth`` and ``priority`` attributes.
 """
@@ -42,6 +44,7 @@ from transforms.core.url_keys import politeness_key
 MESSAGE_VERSION = 1
 KIND_ATTRIBUTE = "kind"
 HEARTBEAT_KIND = "heartbeat"  # local runs only: keeps the DirectRunner's Pub/Sub read from blocking
+DISCOVERED_AT_ATTRIBUTE = "discovered_at"
 MAX_REQUESTS_PER_MESSAGE = 1000
 MAX_MESSAGE_BYTES = 9 * 1024 * 1024  # Pub/Sub accepts 10 MB
 
@@ -221,11 +224,23 @@ ACK_ID_ATTRIBUTE = "crawler-ack-id"
 Message = tuple[bytes, dict[str, str]]  # a Pub/Sub message's data and attributes
 
 
-def host_messages(requests: Iterable[CrawlRequest]) -> list[Message]:
+def host_messages(requests: Iterable[CrawlRequest], discovered_at: float | None = None
+                  ) -> list[Message]:
     """Frontier messages for ``requests``: grouped by politeness key, each URL once, at most
-    ``MAX_REQUESTS_PER_MESSAGE`` per message, with ``kind`` and ``host`` attributes."""
+    ``MAX_REQUESTS_PER_MESSAGE`` per message, with ``kind`` and ``host`` attributes (and
+    ``discovered_at`` when given)."""
     by_host: dict[str, dict[str, CrawlRequest]] = {}
     for request in requests:
         by_host.setdefault(politeness_key(request.url), {}).setdefault(request.url, request)
-    return [(encode_requests(part), {"kind": "crawl", "host": host})
+    extra = {} if discovered_at is None else {DISCOVERED_AT_ATTRIBUTE: f"{discovered_at:.3f}"}
+    return [(encode_requests(part), {"kind": "crawl", "host": host, **extra})
             for host, unique in by_host.items() for part in chunk(list(unique.values()))]
+
+
+def discovered_at_of(attributes: Mapping[str, str] | None) -> float | None:
+    """The ``discovered_at`` attribute of a loop message, or None (absent or unreadable)."""
+    value = (attributes or {}).get(DISCOVERED_AT_ATTRIBUTE)
+    try:
+        return float(value) if value else None
+    except ValueError:
+        return None

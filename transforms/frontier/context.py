@@ -26,15 +26,19 @@ from transforms.core.records import (
     AckToken,
     BatchEvent,
     CrawlRequest,
+    Discovered,
     FetchResult,
+    ParsedPage,
     UrlOutcome,
 )
 from transforms.core.robots import RobotsRules, product_token
+from transforms.core.scope import SCOPE_ANY
 from transforms.core.sharding import host_of_key, shard_budget
 from transforms.core.url_keys import url_fingerprint
 from transforms.formats.batch_rows import events_for, outcome_rows, with_batch_cells
 from transforms.formats.index import IndexEntry, index_row_key
 from transforms.formats.rows import outcome_row
+from transforms.formats.schema import DEDUP_TABLE
 from transforms.frontier.leases import FetchConfig, Lease
 from transforms.frontier.state import HeadEntry, HostState, InboxBatch
 from transforms.frontier.store import StoreBatch
@@ -51,6 +55,10 @@ class FrontierConfig:
     URLs stay in the index and are read back ``refill_size`` at a time when the head falls below
     a quarter), ``max_seen`` URLs in the seen filter, whose stages stop growing at
     ``seen_stage_capacity`` URLs so a change rewrites at most one such stage.
+
+    Extraction next to the fetch: ``scope`` (``transforms.core.scope``), and whether a page
+    whose content was seen under another URL has its own links admitted at harvest anyway
+    (``follow_duplicate_links``); ``dedup_table`` is where that content is looked up.
     """
 
     policy: Policy = DEFAULT_POLICY
@@ -71,6 +79,9 @@ class FrontierConfig:
     retry_delay: float = 5.0
     robots_agent: str = "beam-crawler"
     fetch: FetchConfig = field(default_factory=FetchConfig)
+    scope: str = SCOPE_ANY
+    follow_duplicate_links: bool = False
+    dedup_table: str = DEDUP_TABLE
 
     def new_seen(self) -> ScalableBloomFilter:
         return ScalableBloomFilter(initial_capacity=self.seen_initial,
@@ -103,7 +114,9 @@ class Effects:
     """What one element or timer firing asks the DoFn to do."""
 
     writes: StoreBatch = field(default_factory=StoreBatch)
-    results: list[FetchResult] = field(default_factory=list)
+    # Harvested fetches: each with its extraction (the links for other keys and the parsed
+    # page or unstored result), or a bare FetchResult when it could not be extracted here.
+    results: list[Discovered | FetchResult] = field(default_factory=list)
     outcomes: list[UrlOutcome] = field(default_factory=list)
     discovered: list[CrawlRequest] = field(default_factory=list)  # for other keys
     lease: Lease | None = None
@@ -123,6 +136,22 @@ class Effects:
     @property
     def wake_at(self) -> float | None:
         return min(self.wakes) if self.wakes else None
+
+    @property
+    def fetches(self) -> list[FetchResult]:
+        """The harvested fetch results themselves, in order."""
+        return [fetch_of(r) for r in self.results]
+
+
+def fetch_of(result: Discovered | FetchResult) -> FetchResult:
+    """The fetch result of a harvested result, extracted or not."""
+    if isinstance(result, FetchResult):
+        return result
+    item = result.item
+    if isinstance(item, ParsedPage):
+        return item.fetch
+    assert isinstance(item, FetchResult)
+    return item
 
 
 class HostContext:

@@ -21,7 +21,7 @@ import random
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from transforms.core import schedule
+from transforms.core import latency, schedule
 from transforms.core.bloom import ScalableBloomFilter
 from transforms.core.records import AckToken, CrawlRequest, HostStats, UrlRule
 from transforms.core.robots import RobotsRules, rule_count
@@ -82,13 +82,19 @@ class HostCore:
     # -- an element: requests for this key ---------------------------------------------------
 
     def on_element(self, requests: Sequence[CrawlRequest], tokens: Sequence[AckToken],
-                   now: float, rules: Sequence[tuple[UrlRule, str]] = ()) -> Effects:
+                   now: float, rules: Sequence[tuple[UrlRule, str]] = (),
+                   discovered_at: float | None = None) -> Effects:
         """Admits ``requests`` (or keeps them until the key is rebuilt). ``tokens`` are the
         acknowledgements the requests' messages wait for: released once admitted. ``rules``:
-        DUST evidence for the key (``transforms.frontier.dust_rules``)."""
+        DUST evidence for the key (``transforms.frontier.dust_rules``). ``discovered_at``:
+        when links that came through the loop were discovered; their loop latency is counted
+        (``transforms.core.latency``)."""
         ctx, hs, fx = self.ctx, self.ctx.state, self.ctx.effects
         if self.new_state:
             start_rebuild(ctx, now)
+        if discovered_at is not None and requests:
+            hs.count(latency.counter_name(1000.0 * max(0.0, now - discovered_at)),
+                     len(requests))
         take_evidence(ctx, rules, now)
         if hs.phase != PHASE_READY:
             if requests or tokens:
@@ -220,7 +226,8 @@ class HostCore:
             robots_rules=rule_count(robots.text) if robots is not None else 0,
             crawl_delay=robots.crawl_delay(ctx.agent) if robots is not None else None,
             pending=self.pending(), next_recrawl_at=hs.next_eligible_at, phase=hs.phase,
-            state_bytes=c.get("state_bytes", 0))
+            state_bytes=c.get("state_bytes", 0), out_of_scope=c.get("out_of_scope", 0),
+            loop_latency=latency.histogram_text(c))
 
 
 __all__ = ["LOST_LEASE_GRACE", "FrontierConfig", "HostCore", "HostState"]

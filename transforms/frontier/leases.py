@@ -31,6 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from transforms.core import status
+from transforms.core.extraction import Extraction
 from transforms.core.records import (
     REVISIT_LASTMOD,
     REVISIT_RECRAWL,
@@ -109,6 +110,12 @@ class LeaseOutcome:
         records: the rows read for the lease's URLs (their fetch history), by URL.
         verify_error: why the rows could not be read ("" when they were).
         deferred: batch revisits of URLs still pending, answered once those are fetched.
+        extracted: each final result's extraction (``transforms.core.extraction.extract``),
+            made next to its fetch, by request URL; a result without one is extracted when
+            the lease is harvested.
+        copies: URLs of pages whose content the crawl saw first under another URL (the
+            ``dedup`` table, or this process's recent pages): their links wait for the
+            duplicate judgement instead of joining their key at harvest.
     """
 
     lease_id: str
@@ -123,6 +130,8 @@ class LeaseOutcome:
     records: tuple[tuple[str, UrlRecord], ...] = ()
     verify_error: str = ""
     deferred: tuple[CrawlRequest, ...] = ()
+    extracted: tuple[tuple[str, Extraction], ...] = ()
+    copies: frozenset[str] = frozenset()
 
     @property
     def last_start(self) -> float | None:
@@ -132,6 +141,12 @@ class LeaseOutcome:
         for known, record in self.records:
             if known == url:
                 return record
+        return None
+
+    def extraction_of(self, url: str) -> Extraction | None:
+        for known, extraction in self.extracted:
+            if known == url:
+                return extraction
         return None
 
 

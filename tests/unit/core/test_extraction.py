@@ -9,8 +9,9 @@ import zlib
 
 import pytest
 
-from transforms.core.extraction import UNDECODED, parse_page
+from transforms.core.extraction import UNDECODED, extract, parse_page
 from transforms.core.records import CrawlRequest, FetchResult
+from transforms.core.scope import SCOPE_DOMAIN, SCOPE_HOST
 
 URL = "https://site.example/docs/"
 HTML = (b"<!doctype html><html><head><title>Docs</title>"
@@ -96,3 +97,35 @@ def test_an_x_robots_tag_noindex_page_has_content_and_the_header_language():
 def test_an_undecodable_page_has_no_content():
     page, _ = parse_page(_page(HTML, "gzip"), "beam-crawler")
     assert UNDECODED in page.fetch.detail and page.content is None
+
+
+# -- extract: the whole step, with the crawl's scope ----------------------------------------------
+
+
+def _html_result(url: str, body: bytes, depth: int = 1, **kw) -> FetchResult:
+    return FetchResult(CrawlRequest(url, depth=depth), "a.example", 1.0, url, status=200,
+                       content_type="text/html", body=body, content_length=len(body), **kw)
+
+
+def test_extract_keeps_links_in_scope_and_trims_the_pages_outlinks():
+    body = (b'<a href="/x">x</a><a href="https://b.a.example/y">y</a>'
+            b'<a href="https://other.example/z">z</a>')
+    url = "https://a.example/"
+    every = extract(_html_result(url, body), "beam-crawler")
+    assert [r.url for r in every.discovered.links] == [
+        "https://a.example/x", "https://b.a.example/y", "https://other.example/z"]
+    host = extract(_html_result(url, body), "beam-crawler", scope=SCOPE_HOST)
+    assert [r.url for r in host.discovered.links] == ["https://a.example/x"]
+    assert host.out_of_scope == 2 and host.discovered.item.outlinks == ("https://a.example/x",)
+    domain = extract(_html_result(url, body), "beam-crawler", scope=SCOPE_DOMAIN)
+    assert domain.out_of_scope == 1 and len(domain.discovered.links) == 2
+
+
+def test_a_seeds_redirect_is_followed_out_of_host_scope_and_a_pages_is_not():
+    seed = FetchResult(CrawlRequest("http://a.example/", depth=0), "a.example", 1.0,
+                       "http://a.example/", status=301, redirect_to="https://www.a.example/",
+                       outcome="redirect")
+    moved = extract(seed, "beam-crawler", scope=SCOPE_HOST)
+    assert [(r.url, r.depth) for r in moved.discovered.links] == [("https://www.a.example/", 0)]
+    deeper = dataclasses.replace(seed, request=CrawlRequest("http://a.example/p", depth=2))
+    assert extract(deeper, "beam-crawler", scope=SCOPE_HOST).discovered.links == ()

@@ -3,7 +3,14 @@
 import pytest
 
 from transforms.core.records import CrawlRequest
-from transforms.formats.messages import BadMessage, chunk, decode_requests, encode_requests
+from transforms.formats.messages import (
+    BadMessage,
+    chunk,
+    decode_requests,
+    discovered_at_of,
+    encode_requests,
+    host_messages,
+)
 
 
 def test_round_trip_keeps_every_field():
@@ -60,3 +67,13 @@ def test_malformed_dust_evidence_is_a_bad_message():
                   '"param": "", "digest": "d"}]', '[3]'):
         with pytest.raises(BadMessage):
             decode_message(('{"v": 1, "requests": [], "rules": ' + rules + '}').encode())
+
+
+def test_loop_messages_carry_when_their_links_were_discovered():
+    requests = [CrawlRequest("https://a.example/1"), CrawlRequest("https://b.example/2")]
+    messages = host_messages(requests, discovered_at=1_700_000_000.25)
+    assert {attrs["host"] for _, attrs in messages} == {"a.example", "b.example"}
+    assert all(discovered_at_of(attrs) == 1_700_000_000.25 for _, attrs in messages)
+    assert all("discovered_at" not in attrs for _, attrs in host_messages(requests))
+    assert discovered_at_of({"discovered_at": "soon"}) is None
+    assert discovered_at_of(None) is None

@@ -15,6 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from transforms.core.digests import with_digest
+from transforms.core.extraction import extract
 from transforms.core.records import AckToken, CrawlRequest, FetchResult, UrlRule
 from transforms.formats.batch_rows import outcome_rows
 from transforms.formats.row_writes import fetch_write
@@ -58,11 +60,13 @@ class FrontierDriver:
 
     def element(self, requests: Sequence[CrawlRequest], now: float,
                 tokens: Sequence[AckToken] = (),
-                rules: Sequence[tuple[UrlRule, str]] = ()) -> Effects:
+                rules: Sequence[tuple[UrlRule, str]] = (),
+                discovered_at: float | None = None) -> Effects:
         self.now = max(self.now, now)
         cells = self.cells()
         core = cells.core(self.config, self.key)
-        return self._carry_out(core, core.on_element(requests, tokens, now, rules), cells, now)
+        fx = core.on_element(requests, tokens, now, rules, discovered_at)
+        return self._carry_out(core, fx, cells, now)
 
     def timer(self, now: float) -> Effects:
         self.now = max(self.now, now)
@@ -149,14 +153,17 @@ class FrontierDriver:
 
     def answer(self, statuses: Mapping[str, int | None] | None = None, at: float = 0.0,
                unfinished: Sequence[str] = (), write_rows: bool = True,
-               headers: Mapping[str, tuple[tuple[str, str], ...]] | None = None
-               ) -> LeaseOutcome:
+               headers: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
+               bodies: Mapping[str, bytes] | None = None,
+               copies: frozenset[str] = frozenset()) -> LeaseOutcome:
         """The outcome of the last lease, as ``run_lease`` builds it: its URLs' rows are read
         and checked (``plan_lease``) first; each fetched URL answers ``statuses[url]``
-        (default 200; None: a connection error). With ``write_rows`` the final results' rows
+        (default 200; None: a connection error), with ``bodies[url]`` as an HTML page (no
+        body by default), each extracted as the fetch service does; ``copies``: the pages whose
+        content the crawl saw under another URL. With ``write_rows`` the final results' rows
         are written as the row sink would (and their index entries deleted)."""
         lease = self.lease
-        statuses = statuses or {}
+        statuses, bodies = statuses or {}, bodies or {}
         records = self.store.url_records([r.url for r in lease.requests])
         plan = plan_lease(lease.requests, records, at)
         results = []
@@ -166,16 +173,22 @@ class FrontierDriver:
                 left.append(request)
                 continue
             status = statuses.get(request.url, 200)
-            results.append(FetchResult(
+            body = bodies.get(request.url)
+            results.append(with_digest(FetchResult(
                 request, lease.host, at, request.url, status=status,
+                content_type="text/html" if body is not None else None,
                 error=None if status is not None else "connection",
-                headers=(headers or {}).get(request.url, ()),
+                headers=(headers or {}).get(request.url, ()), body=body,
+                content_length=len(body or b""),
                 outcome="fetched" if status == 200 else "error" if status is None
-                else "not_stored"))
+                else "not_stored")))
+        cfg = self.config
+        extracted = tuple((r.request.url, extract(r, cfg.robots_agent, cfg.fetch.max_body_bytes,
+                                                  cfg.scope)) for r in results)
         outcome = LeaseOutcome(lease.lease_id, tuple(results), tuple(left), None,
                                tuple(at for _ in results), at if results else None, at,
                                plan.skipped, plan.fresh, tuple(records.items()),
-                               deferred=plan.deferred)
+                               deferred=plan.deferred, extracted=extracted, copies=copies)
         self.jobs[lease.lease_id] = outcome
         self._write_rows = write_rows
         return outcome
@@ -184,7 +197,7 @@ class FrontierDriver:
         """Writes the results of a harvest as the webtable sink does: rows, then the index."""
         from transforms.frontier.store import StoreBatch
 
-        writes = [fetch_write(r) for r in fx.results]
+        writes = [fetch_write(r) for r in fx.fetches]
         events = [e for w in writes for e in w.events]
         self.store.write(StoreBatch(rows=[w.row for w in writes],
                                     batch_rows=outcome_rows(events),

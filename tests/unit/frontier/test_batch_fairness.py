@@ -66,7 +66,7 @@ class Crawl:
         if self.state().lease is not None and d.lease.lease_id not in d.jobs:
             d.answer(at=self.now)
         fx = d.timer(self.now)
-        self.fetched += [r.request.url for r in fx.results]
+        self.fetched += [r.request.url for r in fx.fetches]
         if fx.lease is not None and fx.lease.requests:
             self.leases += 1
         d.sink(fx)

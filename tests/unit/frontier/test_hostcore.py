@@ -79,7 +79,7 @@ def test_robots_first_then_leases_keep_the_crawl_delay_and_skip_disallowed():
     assert url("private/x") not in d.index()
     fx_out = d.answer(at=0.3)
     fx = d.timer(0.4)
-    assert [r.request.url for r in fx.results] == [url("a"), url("b")]
+    assert [r.request.url for r in fx.fetches] == [url("a"), url("b")]
     assert d.state.next_allowed_at == pytest.approx(0.3 + 2.0)
     assert fx_out.skipped == () and fx_out.fresh == ()  # rows were queued: both fetched
     d.sink(fx)  # the row sink writes the rows, then deletes their index entries
@@ -169,7 +169,7 @@ def test_a_backlog_bigger_than_the_head_is_all_fetched_once_in_order():
         if d.state.lease is not None and d.lease.lease_id not in d.jobs:
             d.answer(at=now)
         fx = d.timer(now)
-        fetched += [r.request.url for r in fx.results]
+        fetched += [r.request.url for r in fx.fetches]
         d.sink(fx)
         now += 0.1
         if len(fetched) == 20 and d.state.lease is None:
@@ -215,7 +215,7 @@ def test_a_refill_goes_on_past_a_window_of_urls_waiting_for_their_rows():
         if d.state.lease is not None and d.lease.lease_id not in d.jobs:
             d.answer(at=now)
         fx = d.timer(now)  # no sink: every fetched URL's entry stays held
-        fetched += [r.request.url for r in fx.results]
+        fetched += [r.request.url for r in fx.fetches]
         firings += 1
         now += 0.02
     assert fetched == [url(p) for p in paths]  # all of it, once, in order
@@ -239,7 +239,7 @@ def _to_a_slow_refill(d: FrontierDriver) -> list[str]:
     now = 0.1
     while d.state.io is None:
         fx = d.timer(now)
-        fetched += [r.request.url for r in fx.results]
+        fetched += [r.request.url for r in fx.fetches]
         d.sink(fx)
         if d.state.lease is not None:
             d.answer(at=now)
@@ -260,7 +260,7 @@ def _finish(d: FrontierDriver, fetched: list[str], now: float, lag: int = 6) -> 
             d.answer(at=now)
         d.run_reads()
         fx = d.timer(now)
-        fetched += [r.request.url for r in fx.results]
+        fetched += [r.request.url for r in fx.fetches]
         waiting.append(fx)
         if len(waiting) > lag:
             d.sink(waiting.pop(0))
@@ -286,7 +286,7 @@ def test_a_refill_read_that_comes_back_after_a_harvest_drops_what_was_harvested(
     d.run_reads(deliver=False)  # the snapshot is taken: q0 and q1 still pending in it
     d.answer(at=2.0)
     fx = d.timer(2.1)  # the lease is harvested before the read comes back; no rows yet
-    fetched += [r.request.url for r in fx.results]
+    fetched += [r.request.url for r in fx.fetches]
     assert d.state.io is not None and len(d.state.io.passed) == 2
     d.deliver_reads()
     fetched = _finish(d, fetched, 2.2)
@@ -302,7 +302,7 @@ def test_a_refill_read_outlived_by_too_many_harvests_is_read_again(monkeypatch):
     fetched = _to_a_slow_refill(d)
     d.run_reads(deliver=False)
     d.answer(at=2.0)
-    fetched += [r.request.url for r in d.timer(2.1).results]
+    fetched += [r.request.url for r in d.timer(2.1).fetches]
     assert d.state.io.stale and not d.state.io.passed
     d.deliver_reads()
     d.timer(2.2)  # the stale page is dropped whole; a new read is started
@@ -363,7 +363,7 @@ def test_a_restart_loses_nothing_and_fetches_nothing_twice():
             else:
                 again.answer(at=now)
         fx = again.timer(now)
-        fetched += [r.request.url for r in fx.results]
+        fetched += [r.request.url for r in fx.fetches]
         again.sink(fx)
         now += 0.1
     expected = [url(f"p{i}") for i in range(2, 6)] + [url("new")]
@@ -409,7 +409,7 @@ def test_a_due_recrawl_is_fetched_conditionally_with_the_stored_validators():
     fx = d.timer(0.4)
     d.store.write_rows("webtable", [])  # nothing else: the sink below writes a's row
     d.sink(fx)
-    due = fx.results[0].next_fetch_at
+    due = fx.fetches[0].next_fetch_at
     assert due is not None and due >= 3600
     d.timer(due + 1)  # the recrawl is eligible: a refill finds it ...
     d.timer(due + 1.1)  # ... and a lease takes it, conditional on the stored ETag

@@ -202,3 +202,16 @@ def test_summary_shows_the_robots_rules_and_crawl_delay_each_host_read():
                        ["polite.example", "plain.example"])
     assert rows[0].split()[-3:] == ["parsed", "2", "0.50"]
     assert rows[1].split()[-3:] == ["allow_all", "-", "-"]
+
+
+def test_summary_shows_the_scope_and_the_loop_latency_over_every_host():
+    hosts = [_host("a.example", fetched=5, out_of_scope=3, loop_latency="20:5,200:4"),
+             _host("b.example", fetched=5, out_of_scope=1, loop_latency="1000:1"),
+             _host("c.example", fetched=1)]
+    text = format_summary(hosts, totals_of(hosts), elapsed=1.0, reason="idle", scope="host")
+    assert re.search(r"scope\s+host \(4 links out of scope\)$", text, re.M)
+    assert re.search(r"loop latency\s+p50 20 ms, p90 200 ms, p99 1000 ms \(10 links; upper "
+                     r"bucket edges\)$", text, re.M)
+    quiet = format_summary(HOSTS, totals_of(HOSTS), elapsed=1.0, reason="idle")
+    assert re.search(r"scope\s+any \(0 links out of scope\)$", quiet, re.M)
+    assert "no link came through the loop" in quiet
