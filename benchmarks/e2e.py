@@ -11,8 +11,12 @@ Bigtable and GCS emulators) and runs the streaming pipeline on the DirectRunner;
 CPU is reported beside the pipeline's. Everything else is measured at the server: pages, the
 crawling window, duplicates, disallowed fetches, concurrency, gaps, robots.txt first.
 
-Regimes: ``unthrottled`` (no delay, one request at a time per host) and ``polite`` (delay d on
-H hosts, whose ideal is H/d pages/s; one host's robots.txt also asks for Crawl-delay: d).
+Regimes: ``unthrottled`` (no delay, one request at a time per host), ``unthrottled-c4`` (four
+at a time), ``polite`` (delay d on H hosts, whose ideal is H/d pages/s; one host's robots.txt
+also asks for Crawl-delay: d), and ``site``: three sites crawled to the end, unthrottled, one
+request at a time per host, ours with ``--scope host``, Scrapy with ``allowed_domains``; its
+figures add the share of each host's span spent idle (from the log) and our loop latency (from
+our run summary).
 Writes ``e2e.json``, ``e2e.md`` and ``e2e.png`` (pages over time) to the output folder.
 """
 
@@ -22,6 +26,7 @@ import argparse
 import json
 import os
 import platform
+import re
 import shutil
 import signal
 import subprocess
@@ -52,12 +57,15 @@ OUR_AGENT = "beam-crawler-bench/0.1"
 REPO = Path(__file__).resolve().parent.parent
 
 
+SITE_CRAWL = ("apache", "postgresql", "git")  # the site regime's three documentation sites
 FULL_REGIMES = (Regime("unthrottled", 0.0, 1, 1500, 420.0),
                 Regime("unthrottled-c4", 0.0, 4, 1500, 420.0),
-                Regime("polite", 0.25, 1, 500, 300.0))
+                Regime("polite", 0.25, 1, 500, 300.0),
+                Regime("site", 0.0, 1, 20_000, 900.0, sites=SITE_CRAWL, scope="host"))
 SMOKE_REGIMES = (Regime("unthrottled", 0.0, 1, 40, 150.0),
                  Regime("unthrottled-c4", 0.0, 4, 40, 150.0),
-                 Regime("polite", 0.1, 1, 30, 150.0))
+                 Regime("polite", 0.1, 1, 30, 150.0),
+                 Regime("site", 0.0, 1, 1000, 150.0, scope="host"))
 
 
 @dataclass(frozen=True)
@@ -122,24 +130,39 @@ def scrapy_command(regime: Regime, seeds: Sequence[str]) -> list[str]:
 
 
 def ours_command(regime: Regime, seeds: Sequence[str], run_dir: Path) -> list[str]:
-    """``crawler crawl`` with the regime's delay and cap, and a policy that keeps it on the
-    seeds' hosts, as Scrapy's ``allowed_domains`` does (the doc sites link to the internet);
-    more than one request per host comes from the policy's ``shards`` (N frontier keys per
-    host, each with the delay)."""
+    """``crawler crawl`` with the regime's delay and cap, kept on the seeds' hosts as Scrapy's
+    ``allowed_domains`` keeps Scrapy (the doc sites link to the internet): by ``--scope`` when
+    the regime names one, else by a policy with ``allow_domains``; more than one request per
+    host comes from the policy's ``shards`` (N frontier keys per host, each with the delay)."""
     crawler = Path(sys.executable).with_name("crawler")
     run_dir.mkdir(parents=True, exist_ok=True)
     policy = run_dir / "policy.json"
     hosts = sorted({urlsplit(u).hostname or "" for u in seeds})
-    policy.write_text(json.dumps({"defaults": {"allow_domains": hosts,
-                                               "shards": regime.concurrency}}))
+    defaults: dict[str, Any] = {"shards": regime.concurrency}
+    if not regime.scope:
+        defaults["allow_domains"] = hosts
+    policy.write_text(json.dumps({"defaults": defaults}))
+    scope = [f"--scope={regime.scope}"] if regime.scope else []
     return [str(crawler), "--state-dir", str(run_dir / "state"), "crawl", *seeds,
             f"--min_delay={regime.delay:g}", f"--max_pages={regime.max_pages}",
             "--allow_private_networks", f"--crawl_user_agent={OUR_AGENT}",
-            "--idle_timeout=5", "--warc_roll_seconds=3", f"--policy={policy}"]
+            "--idle_timeout=5", "--warc_roll_seconds=3", f"--policy={policy}", *scope]
+
+
+def loop_latency_of(log: Path) -> str:
+    """The loop-latency figures of our run summary (``p50 ... ms, ...``), or "" without one."""
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    match = re.search(r"^\s*loop latency\s+(.+)$", text, re.M)
+    return match.group(1).strip() if match else ""
 
 
 def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Path,
              ours_args: Sequence[str] = ()) -> dict[str, Any]:
+    if regime.sites:
+        hosted = [h for h in hosted if h.site.name in regime.sites]
     seeds = [h.seed_url for h in hosted]
     run_dir.mkdir(parents=True, exist_ok=True)
     stack_cpu = 0.0
@@ -162,6 +185,7 @@ def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Pa
     metrics = crawl_metrics(requests, robots, agent.split("/", 1)[0])
     return {"crawler": crawler, "regime": regime.name, "usage": asdict(usage),
             "stack_cpu_s": round(stack_cpu, 3), "metrics": metrics.to_json(),
+            "loop_latency": loop_latency_of(run_dir / "ours.log") if crawler == "ours" else "",
             "cpu_per_page_ms": round(1000 * usage.cpu_s / metrics.pages, 3) if metrics.pages
             else None,
             "timeline": pages_over_time(requests, launched)}
@@ -201,7 +225,7 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--out-dir", default="results")
     parser.add_argument("--work-dir", help="nginx and crawler state (default: a temp folder)")
-    parser.add_argument("--regimes", default="unthrottled,unthrottled-c4,polite",
+    parser.add_argument("--regimes", default="unthrottled,unthrottled-c4,polite,site",
                         help="comma-separated")
     parser.add_argument("--crawlers", default=",".join(CRAWLERS))
     parser.add_argument("--smoke", action="store_true", help="two small generated hosts")
@@ -242,7 +266,9 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
                          f"{m['pages_per_s']:.1f} pages/s while crawling, wall {u['wall_s']:.1f} s,"
                          f" CPU {u['cpu_s']:.1f} s, RSS {u['peak_rss_mb']:.0f} MB, "
                          f"dup {m['duplicates']}, disallowed {m['disallowed']}, "
-                         f"max conc {m['max_concurrent']}, exit {u['exit_code']}")
+                         f"max conc {m['max_concurrent']}, idle {m['max_idle_share']:.3f}, "
+                         f"exit {u['exit_code']}"
+                         + (f", loop {run['loop_latency']}" if run["loop_latency"] else ""))
     summary = summarize(runs, regimes, len(hosted))
     meta = {"date": time.strftime("%Y-%m-%d"), "repeat": args.repeat, "smoke": args.smoke,
             "machine": f"{os.cpu_count()} cores, {platform.machine()}, Python "

@@ -19,6 +19,8 @@ class Regime:
     concurrency: int  # requests in flight per host
     max_pages: int  # both crawlers stop after about this many pages
     timeout: float  # hard limit on one crawler run, seconds
+    sites: tuple[str, ...] = ()  # the test bed's sites it crawls (by name; empty: all)
+    scope: str = ""  # ours: --scope (empty: a policy with allow_domains, as Scrapy's)
 
     def bound(self, hosts: int) -> float | None:
         """The ideal pages/s of a politeness-bound crawl: H/d."""
@@ -60,6 +62,8 @@ def summarize(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], hosts: 
                 "max_concurrent": max(x["max_concurrent"] for x in m),
                 "min_gap": min(gaps) if gaps else None,
                 "robots_first": all(x["robots_first"] for x in m),
+                "idle_share": _stats([x.get("max_idle_share", 0.0) for x in m]),
+                "loop_latency": [r.get("loop_latency", "") for r in mine],
                 "failed_runs": sum(1 for r in mine if r["usage"]["exit_code"] != 0
                                    or r["usage"]["timed_out"]),
             }
@@ -92,6 +96,10 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
         regime = per["regime"]
         head = (f"**{name}**: delay {regime['delay']:g} s, {regime['concurrency']} request(s) "
                 f"per host, cap {regime['max_pages']} pages")
+        if regime.get("sites"):
+            head += f", sites {', '.join(regime['sites'])}"
+        if regime.get("scope"):
+            head += f", ours with --scope {regime['scope']}"
         if regime["bound_pages_per_s"]:
             head += f", bound H/d = {regime['bound_pages_per_s']:g} pages/s"
         lines += [head, "", "| | Scrapy | ours | ours / Scrapy |", "|---|---|---|---|"]
@@ -107,6 +115,10 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                           "ratio_cpu_per_page"))
         lines.append(_row(per, "CPU ms/page (emulators)", "stack_cpu_per_page_ms", 2))
         lines.append(_row(per, "peak RSS, MB", "peak_rss_mb", 0))
+        lines.append(_row(per, "idle share of the busiest host's span", "idle_share", 3))
+        if "ours" in per and any(per["ours"]["loop_latency"]):
+            lines.append("| ours: loop latency, per run | | "
+                         + "; ".join(x for x in per["ours"]["loop_latency"] if x) + " | |")
         for label, key in (("duplicate fetches", "duplicates"),
                            ("disallowed fetches", "disallowed"),
                            ("max concurrent per host", "max_concurrent"),

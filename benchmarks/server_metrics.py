@@ -2,7 +2,9 @@
 
 Per host: pages fetched, duplicate fetches, fetches robots.txt disallows (judged by Protego, the
 parser Scrapy uses, not by our own), max concurrent requests, smallest gap between request
-starts, whether robots.txt came first. Over all hosts: the crawling window (first request start
+starts, whether robots.txt came first, and the share of its span spent idle (gaps between one
+request's end and the next one's start longer than ``IDLE_GAP``: with no delay asked, time the
+crawler had nothing to send it). Over all hosts: the crawling window (first request start
 to last request end), pages/s in it, and the cumulative pages-over-time curve for the plot.
 """
 
@@ -16,9 +18,10 @@ from typing import Any
 from protego import Protego
 
 from benchmarks.testbed import LoggedRequest
-from pipeline.demo.log import max_concurrency, politeness_report
+from pipeline.demo.log import idle_share, max_concurrency, politeness_report
 
 NON_PAGES = frozenset({"/robots.txt"})
+IDLE_GAP = 0.2  # seconds: a longer gap between two requests to a host counts as idle
 LOG_RESOLUTION = 0.002  # $msec and $request_time are rounded to ms: a start computed from them
 # may fall up to ~1 ms before the end of the previous back-to-back request on the connection
 
@@ -33,6 +36,7 @@ class HostMetrics:
     max_concurrent: int
     min_gap: float | None
     robots_first: bool
+    idle_share: float = 0.0  # of the host's span, in gaps longer than IDLE_GAP
 
 
 @dataclass(frozen=True)
@@ -47,6 +51,7 @@ class CrawlMetrics:
     min_gap: float | None  # the smallest over hosts
     robots_first: bool  # on every host
     hosts: tuple[HostMetrics, ...]
+    max_idle_share: float = 0.0  # the largest over hosts with more than 10 pages
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
@@ -69,7 +74,7 @@ def host_metrics(authority: str, requests: Sequence[LoggedRequest], robots_txt: 
     concurrent = max(1 if requests else 0, max_concurrency(resolvable))
     return HostMetrics(authority, len(requests), sum(1 for r in requests if is_page(r)),
                        report.duplicates, disallowed, concurrent, report.min_gap,
-                       report.robots_first)
+                       report.robots_first, round(idle_share(requests, IDLE_GAP), 4))
 
 
 def crawl_metrics(requests: Sequence[LoggedRequest], robots: Mapping[str, str],
@@ -90,7 +95,8 @@ def crawl_metrics(requests: Sequence[LoggedRequest], robots: Mapping[str, str],
         duplicates=sum(h.duplicates for h in hosts), disallowed=sum(h.disallowed for h in hosts),
         max_concurrent=max((h.max_concurrent for h in hosts), default=0),
         min_gap=min(gaps) if gaps else None,
-        robots_first=bool(hosts) and all(h.robots_first for h in hosts), hosts=hosts)
+        robots_first=bool(hosts) and all(h.robots_first for h in hosts), hosts=hosts,
+        max_idle_share=max((h.idle_share for h in hosts if h.pages > 10), default=0.0))
 
 
 def pages_over_time(requests: Sequence[LoggedRequest], origin: float, step: float = 0.5

@@ -37,7 +37,14 @@ def test_the_benchmark_compares_both_crawlers_and_writes_json_markdown_and_a_plo
     delay = polite["regime"]["delay"]
     assert polite["ours"]["min_gap"] >= delay - 0.002  # the log's ms resolution
     assert polite["ours"]["percent_of_bound"] > 0 and polite["ratio_pages_per_s"] > 0
-    assert "| pages/s while crawling |" in (out / "e2e.md").read_text()
+    site = written["summary"]["site"]
+    assert site["regime"]["scope"] == "host"
+    assert 0.0 <= site["ours"]["idle_share"]["max"] < 1.0
+    assert all(len(h["authority"]) for r in written["runs"] for h in r["metrics"]["hosts"])
+    # The smoke sites link only to themselves: in scope, nothing takes the loop.
+    assert all(text.startswith("- (no link") for text in site["ours"]["loop_latency"])
+    table = (out / "e2e.md").read_text()
+    assert "| pages/s while crawling |" in table and "idle share" in table
     assert (out / "e2e.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert any(line.startswith("polite #1 ours") for line in lines)
     assert not processes_mentioning(str(tmp_path / "work"))  # nginx and emulators stopped
