@@ -138,10 +138,11 @@ class CrawlerOptions(PipelineOptions):
               help="Minimum seconds between requests to one host, overriding the policy's "
                    "default; a larger robots.txt Crawl-delay wins (default: the policy's, 1.0).")
         _flag(parser, "lease_seconds", type=float, default=10.0,
-              help="Target length of a host lease in seconds; a lease carries "
-                   "lease_seconds / delay URLs (default: 10).")
-        _flag(parser, "max_lease_urls", type=int, default=32,
-              help="Most URLs in one lease (default: 32).")
+              help="Target length of a polite host's lease in seconds: a lease carries "
+                   "lease_seconds / (delay + request time) URLs; a host without a delay gets "
+                   "about one second of work per lease (default: 10).")
+        _flag(parser, "max_lease_urls", type=int, default=256,
+              help="Most URLs in one lease (default: 256).")
         _flag(parser, "frontier_head_size", type=int, default=2000,
               help="Pending URLs per host kept in the runner's state; the rest of a host's "
                    "pending URLs stay in the frontier table and are read back as the head "

@@ -215,9 +215,9 @@ class _HostFrontierFn(beam.DoFn):
     def _carry_out(self, key: str, core: HostCore, fx: Effects, cells: FrontierCells, timer,
                    now: float) -> Iterator[Any]:
         hs = core.state
-        if fx.lease is not None:  # started once this bundle's writes are in (finish_bundle)
-            self._bundle.leases.append(fx.lease)
-            self._lease_size.update(len(fx.lease.requests))
+        for lease in fx.leases:  # started once this bundle's writes are in (finish_bundle)
+            self._bundle.leases.append(lease)
+            self._lease_size.update(len(lease.requests))
         if fx.io is not None:  # started once this bundle's writes are in (finish_bundle)
             self._bundle.reads.append((fx.io.job_id, self._reader(key, fx.io)))
         if fx.wakes and hs.timer_at is not None:

@@ -266,3 +266,31 @@ def test_pages_are_extracted_next_to_their_fetch_and_copies_are_found(serve):
     assert outcome.copies == frozenset({urls[1]})  # /a had the text first
     assert len(recent) == 2  # two contents seen: /a's (and /b's), /c's
     assert not isinstance(by_url[urls[3]].discovered.item, ParsedPage)  # a 404 is not a page
+
+
+def test_a_chained_lease_starts_a_delay_after_the_one_before_it_ends(serve):
+    server = site(serve, n=6, delay=0.05)
+    first = make_lease([server.url(f"/p{i}") for i in range(3)], delay=0.2)
+    second = dataclasses.replace(make_lease([server.url(f"/p{i}") for i in range(3, 6)],
+                                            delay=0.2, deadline_in=20.0),
+                                 after=first.lease_id)
+    a, b = run_leases([first, second])
+    assert not a.cancelled and not b.cancelled and len(b.results) == 3
+    hits = server.hits
+    assert [h.path for h in hits] == [f"/p{i}" for i in range(6)]  # one after the other
+    assert max_concurrency(hits) == 1
+    assert hits[3].start - hits[2].end >= 0.2 - TOLERANCE  # the delay across the two leases
+    assert b.last_end is not None and b.request_starts[0] >= a.last_end + 0.2 - TOLERANCE
+
+
+def test_a_lease_chained_after_one_that_stopped_early_fetches_nothing(serve):
+    server = serve({"/busy": page(b"later", status=503), "/p1": page(b"<p>1</p>"),
+                    "/q0": page(b"<p>q</p>")})
+    first = make_lease([server.url("/busy"), server.url("/p1")])
+    second = dataclasses.replace(make_lease([server.url("/q0")]), after=first.lease_id)
+    unknown = dataclasses.replace(make_lease([server.url("/q0")]), after="no-such-lease")
+    a, b, c = run_leases([first, second, unknown])
+    assert a.stopped_early and [r.url for r in a.unfinished] == [server.url("/p1")]
+    assert b.cancelled and [r.url for r in b.unfinished] == [server.url("/q0")]
+    assert c.cancelled and c.results == ()
+    assert [h.path for h in server.hits] == ["/busy"]  # nothing after the 503

@@ -27,13 +27,22 @@ def politeness_delay(min_delay: float, crawl_delay: float | None) -> float:
     return max(min_delay, crawl_delay)
 
 
-def lease_size(delay: float, lease_seconds: float, max_lease_urls: int) -> int:
-    """How many URLs one lease carries (at least 1, at most ``max_lease_urls``)."""
+UNTHROTTLED_LEASE_SECONDS = 1.0  # the work a lease of a host without a delay holds
+
+
+def lease_size(delay: float, lease_seconds: float, max_lease_urls: int,
+               request_seconds: float = 0.0) -> int:
+    """How many URLs one lease carries (at least 1, at most ``max_lease_urls``): about
+    ``lease_seconds`` of a polite host's work, a request of ``request_seconds`` (the host's
+    recent average) and a ``delay`` each; about ``UNTHROTTLED_LEASE_SECONDS`` of a host
+    crawled without a delay, whose pages' links come back to its queue at each harvest."""
     if max_lease_urls < 1:
         raise ValueError("max_lease_urls must be at least 1")
-    if delay <= 0:
+    per_url = max(0.0, delay) + max(0.0, request_seconds)
+    if per_url <= 0:
         return max_lease_urls
-    return max(1, min(max_lease_urls, int(lease_seconds // delay)))
+    target = lease_seconds if delay > 0 else min(lease_seconds, UNTHROTTLED_LEASE_SECONDS)
+    return max(1, min(max_lease_urls, int(target / per_url + 1e-9)))
 
 
 def lease_deadline(start: float, k: int, delay: float, fetch_timeout: float) -> float:
@@ -41,9 +50,27 @@ def lease_deadline(start: float, k: int, delay: float, fetch_timeout: float) -> 
     return start + max(0, k - 1) * delay + fetch_timeout
 
 
-def expected_lease_end(start: float, k: int, delay: float, latency: float = 0.05) -> float:
-    """When a lease is expected to be done if every response is fast: the first poll time."""
-    return start + max(0, k - 1) * delay + latency
+DEFAULT_REQUEST_SECONDS = 0.02  # a request's expected time before a host has a history
+LEASE_POLL_BASE = 0.02  # seconds: the first back-off step after a lease's expected end ...
+LEASE_POLL_CAP = 0.2  # ... and the longest: a lease chained after it runs meanwhile
+
+
+def expected_lease_end(start: float, k: int, delay: float,
+                       request_seconds: float = DEFAULT_REQUEST_SECONDS) -> float:
+    """When a lease of ``k`` requests is expected to be done: ``k`` requests of
+    ``request_seconds`` (the host's recent average) with ``delay`` between them. The key's
+    first poll of the lease: a lease that ends between polls waits for the next one, so the
+    estimate matters most where requests are fast and leases follow each other."""
+    return start + max(0, k - 1) * delay + k * max(0.0, request_seconds)
+
+
+def request_seconds_estimate(previous: float, elapsed: list[float]) -> float:
+    """The host's average request time after a lease whose requests took ``elapsed``: an
+    even mix of the previous estimate (0: none) and this lease's mean."""
+    if not elapsed:
+        return previous
+    mean = sum(elapsed) / len(elapsed)
+    return mean if previous <= 0 else (previous + mean) / 2
 
 
 def next_lease_time(last_request_end: float | None, delay: float, now: float) -> float:
@@ -54,7 +81,7 @@ def next_lease_time(last_request_end: float | None, delay: float, now: float) ->
 
 
 def next_poll_delay(polls_so_far: int, base: float = 0.1, cap: float = 1.0) -> float:
-    """Back-off between polls of an unfinished lease: 0.1, 0.2, 0.4, ... capped at ``cap`` s."""
+    """Back-off between polls: ``base``, twice that, ... capped at ``cap`` s."""
     return min(cap, base * (2 ** min(polls_so_far, 10)))
 
 

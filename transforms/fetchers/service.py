@@ -72,7 +72,9 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
                     verify: Verifier | None = None,
                     executor: concurrent.futures.Executor | None = None,
                     extract: Extractor | None = None,
-                    copies: CopyChecker | None = None) -> LeaseOutcome:
+                    copies: CopyChecker | None = None,
+                    after: concurrent.futures.Future[LeaseOutcome] | None = None
+                    ) -> LeaseOutcome:
     """Runs one lease to completion, to its deadline, or to its first transient failure, and
     reports what happened; requests not started come back as ``unfinished``.
 
@@ -86,8 +88,21 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
     then looked up by content (``transforms.frontier.copies``). Both are in the outcome, so the
     frontier admits a page's own links when it harvests the lease. An extraction that raises
     is left out (the result is extracted downstream, where the error shows).
+
+    A lease chained after another (``Lease.after``; ``after`` is that lease's future) waits
+    for it, then starts ``delay`` after its last request ended; if it stopped early (a
+    transient failure, its deadline, rows it could not read) or cannot be found, this one
+    fetches nothing and returns every request unfinished, ``cancelled`` saying why.
     """
     gate = RequestGate(lease, config.min_request_window)
+    if lease.after is not None:
+        previous = await _predecessor(after)
+        if previous is None or previous.stopped_early:
+            why = "the lease before it is unknown" if previous is None else \
+                "the lease before it stopped early"
+            return LeaseOutcome(lease.lease_id, (), tuple(lease.requests), None, (), None,
+                                time.time(), cancelled=why)
+        gate.last_end = previous.last_end
     results: list[FetchResult] = []
     robots: RobotsResponse | None = None
     pending = list(lease.requests)
@@ -131,6 +146,16 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
                         records=tuple(records.items()),
                         deferred=plan.deferred if plan else (),
                         extracted=extracted, copies=copied)
+
+
+async def _predecessor(after: concurrent.futures.Future[LeaseOutcome] | None
+                       ) -> LeaseOutcome | None:
+    if after is None:
+        return None
+    try:
+        return await asyncio.wrap_future(after)
+    except Exception:  # it failed: nothing can be said of its last request, so no chaining
+        return None
 
 
 async def _extractions(extracting: list[tuple[str, asyncio.Future[Extraction]]],
@@ -187,9 +212,13 @@ class FetchService:
     def submit(self, lease: Lease, verify: Verifier | None = None,
                extract: Extractor | None = None, copies: CopyChecker | None = None) -> None:
         """Starts a lease; returns at once. ``verify`` reads the URLs' rows first; ``extract``
-        and ``copies``: see :func:`run_lease`."""
+        and ``copies``: see :func:`run_lease`; a lease chained after another
+        (``Lease.after``) runs once that one is done."""
+        with self._lock:
+            after = self._futures.get(lease.after) if lease.after is not None else None
         future = asyncio.run_coroutine_threadsafe(
-            run_lease(self._session, lease, self.config, verify, self._io, extract, copies),
+            run_lease(self._session, lease, self.config, verify, self._io, extract, copies,
+                      after),
             self._loop)
         with self._lock:
             self._futures[lease.lease_id] = future

@@ -63,7 +63,7 @@ class FrontierConfig:
 
     policy: Policy = DEFAULT_POLICY
     lease_seconds: float = 10.0
-    max_lease_urls: int = 32
+    max_lease_urls: int = 256
     head_size: int = 2000
     refill_size: int = 1000
     rebuild_page: int = 2000
@@ -119,7 +119,7 @@ class Effects:
     results: list[Discovered | FetchResult] = field(default_factory=list)
     outcomes: list[UrlOutcome] = field(default_factory=list)
     discovered: list[CrawlRequest] = field(default_factory=list)  # for other keys
-    lease: Lease | None = None
+    leases: list[Lease] = field(default_factory=list)  # a first one, and/or one chained
     io: IoRequest | None = None
     wakes: list[float] = field(default_factory=list)
     tokens: list[AckToken] = field(default_factory=list)
@@ -136,6 +136,11 @@ class Effects:
     @property
     def wake_at(self) -> float | None:
         return min(self.wakes) if self.wakes else None
+
+    @property
+    def lease(self) -> Lease | None:
+        """The last lease this step started (None: none)."""
+        return self.leases[-1] if self.leases else None
 
     @property
     def fetches(self) -> list[FetchResult]:
@@ -324,8 +329,9 @@ class HostContext:
         return decided
 
     def fingerprints_in_flight(self) -> frozenset[bytes]:
-        """The URLs in the head and the lease: a refill skips their index entries."""
+        """The URLs in the head and the leases out: a refill skips their index entries."""
         entries = list(self.head)
-        if self.state.lease is not None:
-            entries += self.state.lease.entries
+        for lease in (self.state.lease, self.state.next_lease):
+            if lease is not None:
+                entries += lease.entries
         return frozenset(url_fingerprint(e.request.url) for e in entries)

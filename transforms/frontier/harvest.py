@@ -103,6 +103,8 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
         retried = _apply_result(ctx, result, entry, outcome, now)
         if retried is not None:
             retries.append(retried)
+    hs.request_seconds = schedule.request_seconds_estimate(
+        hs.request_seconds, [r.elapsed for r in outcome.results if r.status is not None])
     unfinished = [e for e in (entry_of_lease(lease.entries, r.url) for r in outcome.unfinished)
                   if e is not None]
     if unfinished:
@@ -110,8 +112,16 @@ def harvest(ctx: HostContext, outcome: LeaseOutcome, now: float) -> None:
     give_back(ctx, retries + unfinished)
     # A back-off pause (Retry-After) counts from when it was decided, not from the last
     # request's end, so it is a floor of its own.
-    hs.next_allowed_at = max(schedule.next_lease_time(outcome.last_end, ctx.delay(now), now),
+    delay = ctx.delay(now)
+    hs.next_allowed_at = max(schedule.next_lease_time(outcome.last_end, delay, now),
                              hs.backoff.slow_until)
+    if hs.next_lease is not None:  # the lease chained after this one is the one out now
+        hs.lease, hs.next_lease = hs.next_lease, None
+        # It started when this one ended (the service chains them), not at this harvest.
+        start = outcome.last_end + delay if outcome.last_end else now
+        ctx.effects.wake(schedule.expected_lease_end(
+            start, max(1, len(hs.lease.entries)), delay,
+            hs.request_seconds or schedule.DEFAULT_REQUEST_SECONDS))
 
 
 def _defer(ctx: HostContext, request: CrawlRequest, entry: HeadEntry | None,

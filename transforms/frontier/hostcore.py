@@ -31,7 +31,14 @@ from transforms.frontier.context import Effects, FrontierConfig, HostContext, Io
 from transforms.frontier.dust_rules import take_evidence
 from transforms.frontier.harvest import harvest
 from transforms.frontier.leases import LeaseOutcome
-from transforms.frontier.leasing import give_back, maybe_refill, merge_arrivals, plan, start_io
+from transforms.frontier.leasing import (
+    give_back,
+    maybe_refill,
+    merge_arrivals,
+    plan,
+    plan_successor,
+    start_io,
+)
 from transforms.frontier.rebuild import apply_index_page, apply_rebuild_page, start_rebuild
 from transforms.frontier.state import (
     JOB_REBUILD,
@@ -125,9 +132,12 @@ class HostCore:
         if fx.arrivals:  # admitted during this firing (a rebuild's inbox, sitemaps)
             arrivals, fx.arrivals = fx.arrivals, []
             merge_arrivals(ctx, arrivals)
-        if hs.lease is None:
+        if hs.lease is None or hs.next_lease is None:
             maybe_refill(ctx, now)
+        if hs.lease is None:
             plan(ctx, now, leases_allowed)
+        else:
+            plan_successor(ctx, now, leases_allowed)
         self._finish(now, timer=True)
         return fx
 
@@ -167,19 +177,25 @@ class HostCore:
         lease = hs.lease
         assert lease is not None
         state, outcome = poll(lease.lease_id)
+        # No request of the lease, or of one chained after it (its deadline is later), is open
+        # past ``limit``; a lease still extracting its pages gets the reads' time on top.
+        limit = max(lease.deadline, hs.next_lease.deadline if hs.next_lease else 0.0) \
+            + LOST_LEASE_GRACE
         if outcome is not None:
             assert isinstance(outcome, LeaseOutcome)
             harvest(ctx, outcome, now)
-        elif now < lease.deadline + LOST_LEASE_GRACE:
-            wait = (schedule.next_poll_delay(lease.polls) if state == "running"
-                    else lease.deadline + LOST_LEASE_GRACE - now)
+        elif now < limit or (state == "running" and now < limit + ctx.config.io_timeout):
+            wait = (schedule.next_poll_delay(lease.polls, base=schedule.LEASE_POLL_BASE,
+                                             cap=schedule.LEASE_POLL_CAP)
+                    if state == "running" else limit - now)
             lease.polls += 1
             ctx.effects.wake(now + wait)
-        else:  # the outcome is lost: put the URLs back; the deadline means no open request
-            ctx.counters["leases_lost"] += 1
-            ctx.counters["urls_requeued"] += len(lease.entries)
-            hs.lease = None
-            give_back(ctx, lease.entries)
+        else:  # the outcomes are lost: put the URLs back; the deadlines mean no open request
+            lost = lease.entries + (hs.next_lease.entries if hs.next_lease else ())
+            ctx.counters["leases_lost"] += 1 + (hs.next_lease is not None)
+            ctx.counters["urls_requeued"] += len(lost)
+            hs.lease = hs.next_lease = None
+            give_back(ctx, lost)
             hs.next_allowed_at = now + ctx.delay(now)
             ctx.effects.changed = True
 
@@ -207,12 +223,13 @@ class HostCore:
         a new job wakes these keys)."""
         hs = self.ctx.state
         return bool(hs.phase != PHASE_READY or hs.head_size or hs.arrivals or hs.inbox
-                    or hs.lease is not None or hs.io is not None or not hs.index_exhausted
-                    or hs.next_eligible_at is not None)
+                    or hs.lease is not None or hs.next_lease is not None or hs.io is not None
+                    or not hs.index_exhausted or hs.next_eligible_at is not None)
 
     def stats(self, now: float) -> HostStats:
         ctx, hs, c = self.ctx, self.ctx.state, self.ctx.state.counters
-        lease_urls = len(hs.lease.entries) if hs.lease is not None else 0
+        lease_urls = sum(len(lease.entries) for lease in (hs.lease, hs.next_lease)
+                         if lease is not None)
         robots = ctx.robots if hs.robots_mode is not None else None
         return HostStats(
             host=hs.host, updated_at=now, fetched=c.get("fetched", 0),

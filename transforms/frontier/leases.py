@@ -76,6 +76,10 @@ class Lease:
     deadline: float
     robots_url: str | None = None
     user_agent: str | None = None  # the host's policy may set its own; None: the session's
+    # The lease this one is chained after (``transforms.frontier.leasing.plan_successor``):
+    # the fetch service starts it ``delay`` after that one's last request ended, or fetches
+    # nothing if that one stopped early.
+    after: str | None = None
 
     @staticmethod
     def new_id() -> str:
@@ -116,6 +120,8 @@ class LeaseOutcome:
         copies: URLs of pages whose content the crawl saw first under another URL (the
             ``dedup`` table, or this process's recent pages): their links wait for the
             duplicate judgement instead of joining their key at harvest.
+        cancelled: why a chained lease fetched nothing ("" when it ran): the lease it was
+            chained after stopped early (a transient failure, its deadline) or is unknown.
     """
 
     lease_id: str
@@ -132,6 +138,12 @@ class LeaseOutcome:
     deferred: tuple[CrawlRequest, ...] = ()
     extracted: tuple[tuple[str, Extraction], ...] = ()
     copies: frozenset[str] = frozenset()
+    cancelled: str = ""
+
+    @property
+    def stopped_early(self) -> bool:
+        """Requests were left (a transient failure, the deadline) or none could be checked."""
+        return bool(self.unfinished or self.verify_error or self.cancelled)
 
     @property
     def last_start(self) -> float | None:

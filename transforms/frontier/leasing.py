@@ -153,7 +153,65 @@ def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
         fx.wake(start)
         return
     delay = ctx.delay(now)
-    k = schedule.lease_size(delay, cfg.lease_seconds, cfg.max_lease_urls)
+    k = _lease_size(ctx, delay)
+    if robots is not NO_ROBOTS and allowed and hs.backoff.slow_until <= now:
+        # A short head is split between this lease and one chained after it, so the host
+        # fetches the second half while the first half's links are harvested.
+        k = min(k, max(1, (len(ctx.head) + 1) // 2))
+    batch = _take_batch(ctx, now, robots, k)
+    if not batch:
+        if ctx.head:
+            fx.wake(now)
+        return
+    deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
+    lease = Lease(Lease.new_id(), hs.host, tuple(e.request for e in batch), now, delay, deadline,
+                  user_agent=ctx.policy.user_agent)
+    _start(ctx, lease, tuple(batch))
+    plan_successor(ctx, now, allowed)
+
+
+def plan_successor(ctx: HostContext, now: float, allowed: bool = True) -> None:
+    """Step 3, with a lease out: the next lease from the head, handed to the fetch service now
+    and chained there after the one out (``Lease.after``: its first request goes ``delay``
+    after the other's last one ends; if that one stopped early, a failure or its deadline, it
+    fetches nothing and its URLs come back). The host then never waits for a harvest while its
+    head has work: the lease's results, the links it found, the writes that make them durable
+    and the key's next timer firing all happen while the next lease fetches.
+
+    At most two leases per key are out, and they fetch one after the other on one connection,
+    so the politeness invariant is unchanged. None is chained after a robots lease, while
+    robots.txt is not known, or while the host is backing off."""
+    hs, cfg = ctx.state, ctx.config
+    current = hs.lease
+    if (not allowed or current is None or current.robots or hs.next_lease is not None
+            or not ctx.head or hs.backoff.slow_until > now):
+        return
+    robots = ctx.fresh_robots(now)
+    if robots is None:
+        return
+    delay = ctx.delay(now)
+    batch = _take_batch(ctx, now, robots, _lease_size(ctx, delay))
+    if not batch:
+        return
+    # It starts once the lease out has ended (by its deadline at the latest) and a delay more.
+    deadline = schedule.lease_deadline(current.deadline + delay, len(batch), delay,
+                                       cfg.fetch.total_timeout)
+    lease = Lease(Lease.new_id(), hs.host, tuple(e.request for e in batch), now, delay, deadline,
+                  user_agent=ctx.policy.user_agent, after=current.lease_id)
+    _start(ctx, lease, tuple(batch), successor=True)
+
+
+def _lease_size(ctx: HostContext, delay: float) -> int:
+    return schedule.lease_size(delay, ctx.config.lease_seconds, ctx.config.max_lease_urls,
+                               ctx.state.request_seconds or schedule.DEFAULT_REQUEST_SECONDS)
+
+
+def _take_batch(ctx: HostContext, now: float, robots: RobotsRules, k: int) -> list[HeadEntry]:
+    """Up to ``k`` URLs from the head that robots.txt allows, in order; a URL it disallows now
+    is recorded ``robots_blocked``, one queued before a DUST rule that rewrites it is recorded
+    ``filtered`` and its rewrite admitted, and http(s) URLs wait while robots.txt is unknown
+    (``NO_ROBOTS``: an ftp lease)."""
+    hs, fx = ctx.state, ctx.effects
     batch: list[HeadEntry] = []
     later: list[HeadEntry] = []  # http(s) URLs while robots.txt is still unknown
     head = list(ctx.head)
@@ -180,27 +238,26 @@ def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
             ctx.outcome(entry.request, OUTCOME_ROBOTS_BLOCKED, now, "robots.txt")
             fx.writes.index_deletes.append(ctx.entry_key(entry))
     ctx.set_head(later + head[taken:])
-    if not batch:
-        if later or ctx.head:
-            fx.wake(now)
-        return
-    top = max(e.rank for e in batch)
-    hs.vclock = top if hs.vclock is None else max(hs.vclock, top)
-    deadline = schedule.lease_deadline(now, len(batch), delay, cfg.fetch.total_timeout)
-    lease = Lease(Lease.new_id(), hs.host, tuple(e.request for e in batch), now, delay, deadline,
-                  user_agent=ctx.policy.user_agent)
-    _start(ctx, lease, tuple(batch))
+    if batch:
+        top = max(e.rank for e in batch)
+        hs.vclock = top if hs.vclock is None else max(hs.vclock, top)
+    return batch
 
 
-def _start(ctx: HostContext, lease: Lease, entries: tuple[HeadEntry, ...]) -> None:
-    ctx.counters["leases_started"] += 1
-    ctx.state.lease = ActiveLease(lease.lease_id, entries, lease.deadline,
-                                  robots=lease.robots_url is not None,
-                                  robots_url=lease.robots_url)
-    ctx.effects.lease = lease
+def _start(ctx: HostContext, lease: Lease, entries: tuple[HeadEntry, ...], *,
+           successor: bool = False) -> None:
+    ctx.counters["leases_chained" if successor else "leases_started"] += 1
+    active = ActiveLease(lease.lease_id, entries, lease.deadline,
+                         robots=lease.robots_url is not None, robots_url=lease.robots_url)
+    ctx.effects.leases.append(lease)
     ctx.effects.changed = True
-    ctx.effects.wake(schedule.expected_lease_end(lease.start_at, max(1, len(lease.requests)),
-                                                 lease.delay))
+    if successor:
+        ctx.state.next_lease = active
+        return
+    ctx.state.lease = active
+    ctx.effects.wake(schedule.expected_lease_end(
+        lease.start_at, max(1, len(lease.requests)), lease.delay,
+        ctx.state.request_seconds or schedule.DEFAULT_REQUEST_SECONDS))
 
 
 def give_back(ctx: HostContext, entries: tuple[HeadEntry, ...] | list[HeadEntry]) -> None:

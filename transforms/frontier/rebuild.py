@@ -115,7 +115,8 @@ def apply_index_page(ctx: HostContext, page: IndexPage, now: float,
         ctx.counters["refills_stale"] += 1
         hs.index_exhausted = False
         return
-    busy = {e.request.url for e in hs.lease.entries} if hs.lease is not None else set()
+    busy = {e.request.url for lease in (hs.lease, hs.next_lease) if lease is not None
+            for e in lease.entries}
     entries, waiting = [], False
     for e in page.entries:
         if e.request.url not in busy and url_fingerprint(e.request.url).hex() not in passed:

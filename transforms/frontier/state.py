@@ -148,7 +148,9 @@ class HostState:
     robots_retry_at: float = 0.0
     robots_failed_until: float = 0.0
     next_allowed_at: float = 0.0
+    request_seconds: float = 0.0  # the host's recent average request time (0: not known yet)
     lease: ActiveLease | None = None
+    next_lease: ActiveLease | None = None  # chained after ``lease`` (leasing.plan_successor)
     io: IoJob | None = None
     scan_after: str | None = None
     timer_at: float | None = None
@@ -215,7 +217,8 @@ def _lease_of(doc: Mapping[str, Any]) -> ActiveLease:
 
 
 _SIMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(HostState)
-                       if f.name not in ("host", "lease", "io", "counters", "backoff"))
+                       if f.name not in ("host", "lease", "next_lease", "io", "counters",
+                                         "backoff"))
 
 
 def encode_host_state(state: HostState) -> bytes:
@@ -224,6 +227,7 @@ def encode_host_state(state: HostState) -> bytes:
     doc["counters"] = state.counters
     doc["backoff"] = dataclasses.asdict(state.backoff)
     doc["lease"] = None if state.lease is None else _lease_doc(state.lease)
+    doc["next_lease"] = None if state.next_lease is None else _lease_doc(state.next_lease)
     doc["io"] = None if state.io is None else dataclasses.asdict(state.io)
     return _framed(_HOST_MAGIC, _HOST_VERSION, doc)
 
@@ -242,7 +246,8 @@ def decode_host_state(data: bytes) -> HostState:
                                            bool(io_doc.get("stale", False)),
                                            io_doc.get("after"))
     lease = None if doc.get("lease") is None else _lease_of(doc["lease"])
-    return HostState(host=doc["host"], lease=lease, io=io,
+    next_lease = None if doc.get("next_lease") is None else _lease_of(doc["next_lease"])
+    return HostState(host=doc["host"], lease=lease, next_lease=next_lease, io=io,
                      counters={k: int(v) for k, v in (doc.get("counters") or {}).items()},
                      backoff=backoff, **known)
 

@@ -24,6 +24,12 @@ def test_lease_size(delay, lease, cap, expected):
     assert schedule.lease_size(delay, lease, cap) == expected
 
 
+def test_a_lease_holds_about_a_second_of_a_fast_hosts_work_and_counts_request_time():
+    assert schedule.lease_size(0.0, 10.0, 256, 0.004) == 250
+    assert schedule.lease_size(0.0, 10.0, 256, 0.5) == 2  # a slow host without a delay
+    assert schedule.lease_size(1.0, 10.0, 256, 0.25) == 8  # 10 s of 1.25 s per URL
+
+
 def test_lease_size_rejects_a_zero_cap():
     with pytest.raises(ValueError):
         schedule.lease_size(1.0, 10.0, 0)
@@ -40,9 +46,24 @@ def test_next_lease_keeps_the_delay_after_the_last_request_start():
     assert schedule.next_lease_time(None, 1.0, now=7.0) == 7.0
 
 
+def test_a_lease_is_expected_after_its_requests_and_the_delays_between_them():
+    assert schedule.expected_lease_end(100.0, 32, 0.0, 0.004) == pytest.approx(100.128)
+    assert schedule.expected_lease_end(100.0, 10, 1.0, 0.05) == pytest.approx(109.5)
+    assert schedule.expected_lease_end(100.0, 1, 0.0) == 100.0 + schedule.DEFAULT_REQUEST_SECONDS
+
+
+def test_a_hosts_request_time_follows_its_leases():
+    assert schedule.request_seconds_estimate(0.0, [0.002, 0.004]) == pytest.approx(0.003)
+    assert schedule.request_seconds_estimate(0.003, [0.009]) == pytest.approx(0.006)
+    assert schedule.request_seconds_estimate(0.003, []) == 0.003
+
+
 def test_poll_and_retry_backoff_grow_and_cap():
     polls = [schedule.next_poll_delay(i) for i in range(8)]
     assert polls == sorted(polls) and polls[0] == 0.1 and polls[-1] == 1.0
+    lease_polls = [schedule.next_poll_delay(i, base=schedule.LEASE_POLL_BASE,
+                                            cap=schedule.LEASE_POLL_CAP) for i in range(8)]
+    assert lease_polls[0] == 0.02 and lease_polls[-1] == 0.2
     assert [schedule.retry_backoff(a, 5.0) for a in (1, 2, 3)] == [5.0, 10.0, 20.0]
     assert schedule.retry_backoff(40, 5.0, cap=60.0) == 60.0
 

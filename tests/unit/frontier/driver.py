@@ -92,8 +92,7 @@ class FrontierDriver:
     def _carry_out(self, core: HostCore, fx: Effects, cells: FrontierCells,
                    now: float) -> Effects:
         bundle = BundleWork(fx.writes, tokens=list(fx.tokens))
-        if fx.lease is not None:
-            bundle.leases.append(fx.lease)
+        bundle.leases.extend(fx.leases)
         if fx.io is not None:
             io = fx.io
             # A read sees the tables as of when it runs (held reads: the driver's latest time).
@@ -140,6 +139,19 @@ class FrontierDriver:
 
     @property
     def lease(self) -> Lease:
+        """The last lease the key started."""
+        return self.leases[-1]
+
+    @property
+    def current_lease(self) -> Lease:
+        """The lease out that is not chained after another (the one fetching first); the last
+        started when the key has none out."""
+        state = self.state
+        current = state.lease if state is not None else None
+        if current is not None:
+            for lease in self.leases:
+                if lease.lease_id == current.lease_id:
+                    return lease
         return self.leases[-1]
 
     def answer_robots(self, body: bytes | None, status: int | None = 200, at: float = 0.0,
@@ -155,14 +167,22 @@ class FrontierDriver:
                unfinished: Sequence[str] = (), write_rows: bool = True,
                headers: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
                bodies: Mapping[str, bytes] | None = None,
-               copies: frozenset[str] = frozenset()) -> LeaseOutcome:
+               copies: frozenset[str] = frozenset(), lease: Lease | None = None,
+               cancelled: str = "") -> LeaseOutcome:
         """The outcome of the last lease, as ``run_lease`` builds it: its URLs' rows are read
         and checked (``plan_lease``) first; each fetched URL answers ``statuses[url]``
         (default 200; None: a connection error), with ``bodies[url]`` as an HTML page (no
         body by default), each extracted as the fetch service does; ``copies``: the pages whose
         content the crawl saw under another URL. With ``write_rows`` the final results' rows
-        are written as the row sink would (and their index entries deleted)."""
-        lease = self.lease
+        are written as the row sink would (and their index entries deleted). ``lease``: which
+        lease (default: the one out first, ``current_lease``); ``cancelled``: a chained lease
+        that fetched nothing (every request unfinished), as the service answers it."""
+        lease = lease or self.current_lease
+        if cancelled:
+            outcome = LeaseOutcome(lease.lease_id, (), lease.requests, None, (), None, at,
+                                   cancelled=cancelled)
+            self.jobs[lease.lease_id] = outcome
+            return outcome
         statuses, bodies = statuses or {}, bodies or {}
         records = self.store.url_records([r.url for r in lease.requests])
         plan = plan_lease(lease.requests, records, at)

@@ -195,6 +195,10 @@ class _Runner:
 class _Monitor:
     def __init__(self, runner):
         self._executor = runner
+        self.executing = False
+
+    def _is_executing(self):
+        return self.executing
 
 
 def test_a_sources_pending_read_is_scheduled_in_time_while_timers_keep_firing(monkeypatch):
@@ -213,10 +217,15 @@ def test_a_sources_pending_read_is_scheduled_in_time_while_timers_keep_firing(mo
     clock[0] += local_tuning.SOURCE_EVERY / 2
     local_tuning.add_work_reading_sources_in_time(monitor, True)
     assert runner.scheduled == [("read", "bundle-1")]  # not yet: at most one read per interval
+    assert runner.node_to_pending_bundles["read"] == ["bundle-3"]  # held, not dropped
+    slept: list[float] = []
+    monkeypatch.setattr(local_tuning.time, "sleep", slept.append)
+    local_tuning.add_work_reading_sources_in_time(monitor, False)  # idle, and no read due
+    assert slept == [local_tuning.IDLE_PAUSE] and runner.node_to_pending_bundles["read"]
     clock[0] += local_tuning.SOURCE_EVERY
     local_tuning.add_work_reading_sources_in_time(monitor, True)
     assert runner.scheduled[-1] == ("read", "bundle-3")
-    assert originals == [True, True, True]  # Beam's own rule still runs after
+    assert originals == [True, True, False, True]  # Beam's own rule still runs after
 
 
 def test_committed_keys_with_timers_are_indexed_and_empty_states_dropped(monkeypatch):

@@ -84,7 +84,7 @@ def test_defaults():
     assert o["min_delay"] is None  # the policy's default (1.0) applies
     assert CrawlerOptions([]).settings().policy.defaults.min_delay == 1.0
     assert o["lease_seconds"] == 10.0
-    assert o["max_lease_urls"] == 32
+    assert o["max_lease_urls"] == 256
     assert o["frontier_head_size"] == 2000 and o["frontier_table"] == "frontier"
     assert o["max_seen_per_host"] == 1_000_000
     assert o["seen_error_rate"] == 1e-6
