@@ -138,9 +138,9 @@ class CrawlerOptions(PipelineOptions):
               help="Minimum seconds between requests to one host, overriding the policy's "
                    "default; a larger robots.txt Crawl-delay wins (default: the policy's, 1.0).")
         _flag(parser, "lease_seconds", type=float, default=10.0,
-              help="Target length of a polite host's lease in seconds: a lease carries "
-                   "lease_seconds / (delay + request time) URLs; a host without a delay gets "
-                   "about one second of work per lease (default: 10).")
+              help="The longest a host's lease runs, in seconds: a lease carries about 40 "
+                   "URLs, at least one second and at most lease_seconds of the host's work "
+                   "(its delay and request time per URL) (default: 10).")
         _flag(parser, "max_lease_urls", type=int, default=256,
               help="Most URLs in one lease (default: 256).")
         _flag(parser, "frontier_head_size", type=int, default=2000,

@@ -10,10 +10,14 @@ between the pull and the frontier's writes loses the messages it had pulled.
 with one that
 
 * pulls with ``return_immediately`` (up to ``MAX_MESSAGES``, fewer while answers exceed the
-  client's receive limit: ``transforms.pubsub_source.PullSize``) and, when nothing came,
-  yields the thread for ``IDLE_SLEEP`` seconds, so no heartbeat is needed; a read the runner
-  was made to schedule while busy (``pipeline.local.tuning``, :func:`read_in_passing`) does
-  not sleep, since other work waits for the thread;
+  client's receive limit: ``transforms.pubsub_source.PullSize``), at most every
+  ``PULL_EVERY`` seconds, the interval doubling with each pull in a row that found nothing (up
+  to 2**``PULL_BACKOFF`` times): the runner schedules its read whenever it is idle, and a read
+  that comes before the next pull is due, or whose pull found nothing, yields the thread for
+  ``IDLE_SLEEP`` seconds and returns nothing, so an idle job neither spins nor floods the
+  emulator, and no heartbeat is needed; a read the runner was made to schedule while busy
+  (``pipeline.local.tuning``, :func:`read_in_passing`) does not sleep, since other work
+  waits for the thread;
 * does **not** acknowledge: it records the ack id as the ``crawler-ack-id`` attribute and
   keeps the message leased (``transforms.acks.subscription_leases`` extends its deadline every
   ``ACK_DEADLINE_SECONDS / 2``), and the pipeline acknowledges it once its URLs are recorded
@@ -38,21 +42,31 @@ from transforms.stores.pubsub import PullSize, pull_within_limits, subscription_
 
 _LOG = logging.getLogger(__name__)
 MAX_MESSAGES = 100
-IDLE_SLEEP = 0.01
+IDLE_SLEEP = 0.005  # seconds an idle read yields the runner's thread (a timer may wait as long)
+PULL_EVERY = 0.05  # seconds between pulls ...
+PULL_BACKOFF = 3  # ... times 2**n after n empty pulls in a row, n at most this
 _ORIGINAL = transform_evaluator._PubSubReadEvaluator._read_from_pubsub
 _PULL_SIZES: dict[str, PullSize] = {}  # per subscription: shrinks while answers are too big
 _PASSING = [False]  # the next read was scheduled while the runner is busy: no idle sleep
-_EMPTY_IN_A_ROW = [0]  # reads in a row that found nothing
+_EMPTY_IN_A_ROW = [0]  # pulls in a row that found nothing
+_LAST_PULL = [0.0]  # time.monotonic() of the last pull
 
 
 def read_in_passing() -> None:
-    """The next read is scheduled while the runner has other work: if it finds nothing, it
-    returns at once instead of yielding the thread."""
+    """The next read is scheduled while the runner has other work: it pulls, and if it finds
+    nothing it returns at once instead of yielding the thread."""
     _PASSING[0] = True
 
 
+def pull_due(now: float) -> bool:
+    """Whether the next pull is due at ``now`` (``time.monotonic()``; see the module
+    docstring)."""
+    interval = PULL_EVERY * 2 ** min(_EMPTY_IN_A_ROW[0], PULL_BACKOFF)
+    return now - _LAST_PULL[0] >= interval
+
+
 def empty_reads_in_a_row() -> int:
-    """How many reads in a row found nothing (0 after one that found messages)."""
+    """How many pulls in a row found nothing (0 after one that found messages)."""
     return _EMPTY_IN_A_ROW[0]
 
 
@@ -73,6 +87,11 @@ def _read_at_least_once(self: Any, timestamp_attribute: str | None) -> list[tupl
 
     subscription = self._sub_name
     passing, _PASSING[0] = _PASSING[0], False
+    now = time.monotonic()
+    if not passing and not pull_due(now):
+        time.sleep(IDLE_SLEEP)
+        return []
+    _LAST_PULL[0] = now
     client = self._get_subscriber_client(self._applied_ptransform)
     size = _PULL_SIZES.setdefault(subscription, PullSize(MAX_MESSAGES))
     try:

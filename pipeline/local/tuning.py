@@ -41,18 +41,17 @@ once per pass; the timers it finds are the original's. It also drops a key's sta
 holds nothing (no value, no timer, no hold): the runner makes a new empty one when the key
 comes back, so a crawl's memory no longer keeps an empty entry per message and per key.
 
-4. Input starved by timers, and idle passes. The DirectRunner reads a source (its Pub/Sub read)
+4. Input starved by timers, and idle reads. The DirectRunner reads a source (its Pub/Sub read)
 only in a pass of its monitor loop in which no timer fired and no bundle is runnable
 (``_MonitorTask._add_work_if_necessary``). The frontier's keys poll their leases with timers,
 so while hosts are busy some timer fires in almost every pass, and the frontier topic was read
 seconds apart (a 7 s gap with messages waiting, measured): every link to another host waited
 that long. And when the runner was idle, every pass read the topic, and the read slept 10 ms
 when it found nothing, on the runner's only thread: a third of that thread's time in a site
-crawl, and up to 15 ms late for every lease timer. ``install`` schedules the sources' reads on
-a clock of their own instead: every ``SOURCE_EVERY`` seconds whatever else is going on, the
-interval doubling with each read in a row that found nothing (up to 2**``SOURCE_BACKOFF``
-times); a read never sleeps (``pipeline.local.pubsub_read.read_in_passing``), and an idle pass
-yields the thread for ``IDLE_PAUSE`` seconds instead.
+crawl, and up to 15 ms late for every lease timer. ``install`` also schedules the sources'
+reads when a pull is due (``pipeline.local.pubsub_read.pull_due``: every 50 ms, less often
+while pulls find nothing), whatever else is going on, and such a read does not sleep
+(``read_in_passing``); an idle read that is not due yields the thread for 5 ms only.
 
 5. Watermarks of pending bundles. After every bundle the DirectRunner refreshes the watermark of
 the step it ran and of everything downstream (``_TransformWatermarks.refresh``), and each
@@ -82,9 +81,6 @@ from apache_beam.transforms import core, userstate
 from pipeline.local import pubsub_read as local_pubsub
 
 GC_THRESHOLDS = (10_000, 10, 50)  # CPython's defaults are (700, 10, 10)
-SOURCE_EVERY = 0.05  # seconds: a source's pending read waits at most this long (4.) ...
-SOURCE_BACKOFF = 3  # ... times 2**n after n empty reads in a row, n at most this
-IDLE_PAUSE = 0.001  # seconds an idle pass of the monitor loop yields the thread (4.)
 SpecLookup = Callable[[Any], tuple[set[Any], set[Any]]]
 
 
@@ -275,36 +271,23 @@ def refresh_with_earliest_per_bundle(self: Any) -> bool:
 
 _MONITOR = executor._ExecutorServiceParallelExecutor._MonitorTask
 _ORIGINAL_ADD_WORK = _MONITOR._add_work_if_necessary
-_LAST_SOURCE_READ = [0.0]  # when the sources' pending reads were last scheduled (monotonic)
 
 
 def add_work_reading_sources_in_time(self: Any, timers_fired: bool) -> None:
-    """``_MonitorTask._add_work_if_necessary`` that schedules the sources' pending reads on a
-    clock of their own, whatever else runs, and pauses an idle pass (see the module
-    docstring, 4); the original's rule holds for everything else."""
+    """``_MonitorTask._add_work_if_necessary`` that also schedules the sources' pending reads
+    when a pull is due, whatever else runs (see the module docstring, 4); the original's rule
+    holds otherwise."""
     runner = self._executor
-    now = time.monotonic()
-    interval = SOURCE_EVERY * 2 ** min(local_pubsub.empty_reads_in_a_row(), SOURCE_BACKOFF)
-    due = now - _LAST_SOURCE_READ[0] >= interval
-    held: dict[Any, list[Any]] = {}
-    for source in runner.root_nodes:
-        pending = runner.node_to_pending_bundles.get(source)
-        if not pending or runner.evaluation_context.is_done(source):
-            continue
-        runner.node_to_pending_bundles[source] = []
-        if not due:
-            held[source] = pending
-            continue
-        local_pubsub.read_in_passing()
-        for bundle in pending:
-            runner.schedule_consumption(source, bundle, [], runner.default_completion_callback)
-    if due:
-        _LAST_SOURCE_READ[0] = now
+    if local_pubsub.pull_due(time.monotonic()):
+        for source in runner.root_nodes:
+            pending = runner.node_to_pending_bundles.get(source)
+            if pending and not runner.evaluation_context.is_done(source):
+                runner.node_to_pending_bundles[source] = []
+                local_pubsub.read_in_passing()
+                for bundle in pending:
+                    runner.schedule_consumption(source, bundle, [],
+                                                runner.default_completion_callback)
     _ORIGINAL_ADD_WORK(self, timers_fired)
-    for source, pending in held.items():
-        runner.node_to_pending_bundles[source] = pending + runner.node_to_pending_bundles[source]
-    if held and not timers_fired and not self._is_executing():
-        time.sleep(IDLE_PAUSE)  # nothing to run until a timer or the next read is due
 
 
 def install() -> None:

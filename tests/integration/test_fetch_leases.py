@@ -263,7 +263,7 @@ def test_pages_are_extracted_next_to_their_fetch_and_copies_are_found(serve):
     first = by_url[urls[0]].discovered
     assert isinstance(first.item, ParsedPage) and first.item.title == "T"
     assert [(r.url, r.depth) for r in first.links] == [(server.url("/p1"), 1)]
-    assert outcome.copies == frozenset({urls[1]})  # /a had the text first
+    assert outcome.copies == ((urls[1], urls[0]),)  # /a had the text first
     assert len(recent) == 2  # two contents seen: /a's (and /b's), /c's
     assert not isinstance(by_url[urls[3]].discovered.item, ParsedPage)  # a 404 is not a page
 

@@ -27,21 +27,23 @@ def politeness_delay(min_delay: float, crawl_delay: float | None) -> float:
     return max(min_delay, crawl_delay)
 
 
-UNTHROTTLED_LEASE_SECONDS = 1.0  # the work a lease of a host without a delay holds
+MIN_LEASE_SECONDS = 1.0  # the least work a lease holds (a lease chained after it must
+# still be running when it is harvested)
+LEASE_URLS = 40  # ... and otherwise about this many URLs
 
 
 def lease_size(delay: float, lease_seconds: float, max_lease_urls: int,
                request_seconds: float = 0.0) -> int:
     """How many URLs one lease carries (at least 1, at most ``max_lease_urls``): about
-    ``lease_seconds`` of a polite host's work, a request of ``request_seconds`` (the host's
-    recent average) and a ``delay`` each; about ``UNTHROTTLED_LEASE_SECONDS`` of a host
-    crawled without a delay, whose pages' links come back to its queue at each harvest."""
+    ``LEASE_URLS``, a request of ``request_seconds`` (the host's recent average) and a
+    ``delay`` each, but at least ``MIN_LEASE_SECONDS`` of work (a fast host's lease) and at
+    most ``lease_seconds`` (a slow host's)."""
     if max_lease_urls < 1:
         raise ValueError("max_lease_urls must be at least 1")
     per_url = max(0.0, delay) + max(0.0, request_seconds)
     if per_url <= 0:
         return max_lease_urls
-    target = lease_seconds if delay > 0 else min(lease_seconds, UNTHROTTLED_LEASE_SECONDS)
+    target = min(lease_seconds, max(MIN_LEASE_SECONDS, LEASE_URLS * per_url))
     return max(1, min(max_lease_urls, int(target / per_url + 1e-9)))
 
 

@@ -52,7 +52,7 @@ from transforms.frontier.leases import (
 _LOG = logging.getLogger(__name__)
 Verifier = Callable[[Sequence[str]], dict[str, UrlRecord]]
 Extractor = Callable[[FetchResult], Extraction]
-CopyChecker = Callable[[Sequence[tuple[str, str]]], frozenset[str]]
+CopyChecker = Callable[[Sequence[tuple[str, str]]], tuple[tuple[str, str], ...]]
 Fetcher = Callable[[aiohttp.ClientSession, CrawlRequest, RequestGate, FetchConfig],
                    Awaitable[FetchResult]]
 PROTOCOL_FETCHERS: dict[str, Fetcher] = {
@@ -161,7 +161,7 @@ async def _predecessor(after: concurrent.futures.Future[LeaseOutcome] | None
 async def _extractions(extracting: list[tuple[str, asyncio.Future[Extraction]]],
                        copies: CopyChecker | None, loop: asyncio.AbstractEventLoop,
                        executor: concurrent.futures.Executor | None
-                       ) -> tuple[tuple[tuple[str, Extraction], ...], frozenset[str]]:
+                       ) -> tuple[tuple[tuple[str, Extraction], ...], tuple[tuple[str, str], ...]]:
     """The lease's extractions once done, and the URLs of its pages that are copies."""
     done: list[tuple[str, Extraction]] = []
     for url, future in extracting:
@@ -173,7 +173,7 @@ async def _extractions(extracting: list[tuple[str, asyncio.Future[Extraction]]],
     pages = [(url, content_key(e.discovered.item)) for url, e in done
              if isinstance(e.discovered.item, ParsedPage)]
     if copies is None or not pages:
-        return tuple(done), frozenset()
+        return tuple(done), ()
     return tuple(done), await loop.run_in_executor(executor, copies, pages)
 
 

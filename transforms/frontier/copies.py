@@ -19,7 +19,13 @@ A copy missed by both (two workers fetching copies in the same second) only has 
 admitted early; the judgement still records it as a duplicate. A page found a copy wrongly
 (its content's row names another URL that turns out to be itself after a redirect) only has
 its links take the loop, as before this check existed. An unreadable table counts every page
-as a copy: the links take the loop, where nothing is decided without the judgement.
+as a copy (of an unknown URL, ""): the links take the loop, where nothing is decided without
+the judgement.
+
+A copy whose first URL is of the same key and differs only in the order of its query
+parameters, or in one parameter, is also DUST evidence for the key
+(``transforms.core.dust.rule_between``), which the harvest takes at once: the key learns to
+stop fetching permutations a lease after they show, not a trip through the loop later.
 """
 
 from __future__ import annotations
@@ -75,25 +81,25 @@ class RecentContent:
 
 class CopyCheck:
     """``check(pages)``: of ``pages`` (URL, content key) in fetch order, the URLs whose
-    content was first seen under another URL (see the module docstring)."""
+    content was first seen under another URL, with that URL (see the module docstring)."""
 
     def __init__(self, store: FrontierStore, table: str, recent: RecentContent) -> None:
         self._store, self._table, self._recent = store, table, recent
 
-    def __call__(self, pages: Sequence[tuple[str, str]]) -> frozenset[str]:
+    def __call__(self, pages: Sequence[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         if not pages:
-            return frozenset()
+            return ()
         unknown = list(dict.fromkeys(key for _, key in pages if self._recent.get(key) is None))
         try:
             rows = self._store.read_rows(self._table, [digest_row_key(k) for k in unknown]) \
                 if unknown else {}
         except Exception:  # unreadable: every page takes the judged way
-            return frozenset(url for url, _ in pages)
-        copies = set()
+            return tuple((url, "") for url, _ in pages)
+        copies = []
         for url, key in pages:
             record = record_from_cells(rows.get(digest_row_key(key))) if key in unknown \
                 else None
             first = self._recent.first(key, record.original if record is not None else url)
             if first != url:
-                copies.add(url)
-        return frozenset(copies)
+                copies.append((url, first))
+        return tuple(copies)

@@ -13,13 +13,13 @@
   (``FetchResult.index_key``): the row sink deletes the entry once the URL's terminal row is
   durable. A result with a response gets its next fetch time from its fetch history (read from
   the URL's row by the lease) and a new index entry for then: its recrawl;
-* each final result's extraction (made next to its fetch by the fetch service, or here when
-  it came without one): the page's links to this key are admitted now, through the same
-  admission as any other URL (canonicalized by the host's policy, dedup, filters, budget,
-  depth, robots.txt, priority, ``queued`` rows and index entries written at the end of the
-  bundle), unless the page's content was seen under another URL (``transforms.frontier.
-  copies``: its links wait for the duplicate judgement); the result goes on with its links
-  to other keys, which take the loop;
+* each final result's extraction (``transforms.frontier.found_links``): the page's links to
+  this key are admitted now, through the same admission as any other URL (canonicalized by
+  the host's policy, dedup, filters, budget, depth, robots.txt, priority, ``queued`` rows and
+  index entries written at the end of the bundle), unless the page's content was seen under
+  another URL (``transforms.frontier.copies``: its links wait for the duplicate judgement);
+  the result goes on with its links to other keys, which take the loop;
+* a lease chained after this one (``leasing.plan_successor``) is the one out now;
 * requests the lease did not start go back to the front of the head.
 """
 
@@ -31,26 +31,23 @@ import logging
 from transforms.core import recrawl, retry, schedule
 from transforms.core.content import header
 from transforms.core.digests import digest_of
-from transforms.core.extraction import Extraction, extract
 from transforms.core.records import (
     OUTCOME_ERROR,
     OUTCOME_FRESH,
     OUTCOME_RETRY,
     REVISIT_RECRAWL,
     CrawlRequest,
-    Discovered,
     FetchResult,
-    ParsedPage,
 )
 from transforms.core.robots import has_content, rule_count, rules_from_response
 from transforms.core.sharding import shard_key
 from transforms.core.sitemap_links import robots_sitemap_requests
-from transforms.core.url_keys import keyed_request, politeness_key, url_fingerprint
-from transforms.core.urls import InvalidUrl
+from transforms.core.url_keys import politeness_key, url_fingerprint
 from transforms.formats.rows import iso as iso_time
 from transforms.formats.rows import robots_host_row
 from transforms.frontier.admission import admit
 from transforms.frontier.context import HostContext
+from transforms.frontier.found_links import emit
 from transforms.frontier.leases import LeaseOutcome
 from transforms.frontier.leasing import give_back
 from transforms.frontier.state import (
@@ -204,74 +201,8 @@ def _apply_result(ctx: HostContext, result: FetchResult, entry: HeadEntry | None
         hs.last_error = f"{kind}: {result.error_detail or ''}"[:200]
     if result.status == 304:
         ctx.count("not_modified", counter="pages_not_modified")
-    _emit(ctx, _schedule_next(ctx, result, entry, outcome, now), outcome, now)
+    emit(ctx, _schedule_next(ctx, result, entry, outcome, now), outcome, now)
     return None
-
-
-def _emit(ctx: HostContext, result: FetchResult, outcome: LeaseOutcome, now: float) -> None:
-    """A final result goes on with its extraction; its links to this key are admitted now
-    (see the module docstring)."""
-    fx, cfg = ctx.effects, ctx.config
-    extraction = outcome.extraction_of(result.request.url)
-    if extraction is None:
-        try:
-            extraction = extract(result, cfg.robots_agent, cfg.fetch.max_body_bytes, cfg.scope)
-        except Exception as exc:  # the extract stage tries again, and its error shows there
-            _LOG.warning("extraction failed at harvest", exc_info=exc,
-                         extra={"url": result.request.url})
-            ctx.counters["extractions_failed"] += 1
-            fx.results.append(result)
-            return
-    found = extraction.discovered
-    _count_scope(ctx, extraction)
-    own, other = _split_by_key(ctx, found.links)
-    if own and (cfg.follow_duplicate_links or result.request.url not in outcome.copies):
-        ctx.counters["links_same_key"] += len(own)
-        admit(ctx, own, now)
-    elif own:
-        ctx.counters["links_same_key_of_copies"] += len(own)
-        other = list(found.links)
-    fx.results.append(Discovered(tuple(other), _stamped(found.item, result)))
-
-
-def _count_scope(ctx: HostContext, extraction: Extraction) -> None:
-    if extraction.out_of_scope:
-        ctx.count("out_of_scope", extraction.out_of_scope, counter="links_out_of_scope")
-    if extraction.sitemap_out_of_scope:
-        ctx.counters["sitemap_out_of_scope"] += extraction.sitemap_out_of_scope
-
-
-def _split_by_key(ctx: HostContext, links: tuple[CrawlRequest, ...]
-                  ) -> tuple[list[CrawlRequest], list[CrawlRequest]]:
-    """The links of this key (canonicalized by its host's policy, ready for admission) and
-    the others as found (the loop's ingest canonicalizes them, or records why it cannot). A
-    hot host's shards are different keys: their links to each other take the loop."""
-    own: list[CrawlRequest] = []
-    other: list[CrawlRequest] = []
-    for request in links:
-        try:
-            keyed, key = keyed_request(request, ctx.config.policy)
-        except InvalidUrl:
-            other.append(request)
-            continue
-        if key == ctx.state.host:
-            own.append(keyed)
-        else:
-            other.append(request)
-    return own, other
-
-
-def _stamped(item: ParsedPage | FetchResult | None, result: FetchResult
-             ) -> ParsedPage | FetchResult | None:
-    """The extraction's item with what the frontier decided about the fetch: its next fetch
-    time and the index entry it settles."""
-    if isinstance(item, ParsedPage):
-        return dataclasses.replace(item, fetch=dataclasses.replace(
-            item.fetch, next_fetch_at=result.next_fetch_at, index_key=result.index_key))
-    if isinstance(item, FetchResult):
-        return dataclasses.replace(item, next_fetch_at=result.next_fetch_at,
-                                   index_key=result.index_key)
-    return item
 
 
 def _schedule_next(ctx: HostContext, result: FetchResult, entry: HeadEntry | None,

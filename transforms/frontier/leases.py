@@ -117,9 +117,10 @@ class LeaseOutcome:
         extracted: each final result's extraction (``transforms.core.extraction.extract``),
             made next to its fetch, by request URL; a result without one is extracted when
             the lease is harvested.
-        copies: URLs of pages whose content the crawl saw first under another URL (the
-            ``dedup`` table, or this process's recent pages): their links wait for the
-            duplicate judgement instead of joining their key at harvest.
+        copies: (URL, the first URL seen with its content; "" when unknown) of pages whose
+            content the crawl saw first under another URL (the ``dedup`` table, or this
+            process's recent pages): their links wait for the duplicate judgement instead of
+            joining their key at harvest.
         cancelled: why a chained lease fetched nothing ("" when it ran): the lease it was
             chained after stopped early (a transient failure, its deadline) or is unknown.
     """
@@ -137,7 +138,7 @@ class LeaseOutcome:
     verify_error: str = ""
     deferred: tuple[CrawlRequest, ...] = ()
     extracted: tuple[tuple[str, Extraction], ...] = ()
-    copies: frozenset[str] = frozenset()
+    copies: tuple[tuple[str, str], ...] = ()
     cancelled: str = ""
 
     @property
@@ -153,6 +154,14 @@ class LeaseOutcome:
         for known, record in self.records:
             if known == url:
                 return record
+        return None
+
+    def copy_of(self, url: str) -> str | None:
+        """The first URL seen with the content of ``url``'s page, when it is a copy ("" when
+        that URL is not known); None when it is not a copy."""
+        for copy, first in self.copies:
+            if copy == url:
+                return first
         return None
 
     def extraction_of(self, url: str) -> Extraction | None:

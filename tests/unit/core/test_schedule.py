@@ -24,9 +24,11 @@ def test_lease_size(delay, lease, cap, expected):
     assert schedule.lease_size(delay, lease, cap) == expected
 
 
-def test_a_lease_holds_about_a_second_of_a_fast_hosts_work_and_counts_request_time():
-    assert schedule.lease_size(0.0, 10.0, 256, 0.004) == 250
-    assert schedule.lease_size(0.0, 10.0, 256, 0.5) == 2  # a slow host without a delay
+def test_a_lease_holds_about_40_urls_at_least_a_second_and_at_most_lease_seconds():
+    assert schedule.lease_size(0.0, 10.0, 256, 0.004) == 250  # a second of a fast host
+    assert schedule.lease_size(0.02, 10.0, 256, 0.003) == 43  # a second
+    assert schedule.lease_size(0.25, 10.0, 256, 0.0) == 40
+    assert schedule.lease_size(0.0, 10.0, 256, 0.5) == 20  # a slow host without a delay
     assert schedule.lease_size(1.0, 10.0, 256, 0.25) == 8  # 10 s of 1.25 s per URL
 
 

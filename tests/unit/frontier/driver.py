@@ -167,13 +167,13 @@ class FrontierDriver:
                unfinished: Sequence[str] = (), write_rows: bool = True,
                headers: Mapping[str, tuple[tuple[str, str], ...]] | None = None,
                bodies: Mapping[str, bytes] | None = None,
-               copies: frozenset[str] = frozenset(), lease: Lease | None = None,
+               copies: tuple[tuple[str, str], ...] = (), lease: Lease | None = None,
                cancelled: str = "") -> LeaseOutcome:
         """The outcome of the last lease, as ``run_lease`` builds it: its URLs' rows are read
         and checked (``plan_lease``) first; each fetched URL answers ``statuses[url]``
         (default 200; None: a connection error), with ``bodies[url]`` as an HTML page (no
         body by default), each extracted as the fetch service does; ``copies``: the pages whose
-        content the crawl saw under another URL. With ``write_rows`` the final results' rows
+        content the crawl saw under another URL, with that URL. With ``write_rows`` the final results' rows
         are written as the row sink would (and their index entries deleted). ``lease``: which
         lease (default: the one out first, ``current_lease``); ``cancelled``: a chained lease
         that fetched nothing (every request unfinished), as the service answers it."""

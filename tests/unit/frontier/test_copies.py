@@ -15,16 +15,17 @@ from transforms.stores.memory import MemoryFrontierStore
 def test_the_first_url_of_a_content_is_the_original_and_later_ones_copies():
     check = CopyCheck(MemoryFrontierStore(), DEDUP_TABLE, RecentContent())
     assert check([("https://a/1", "t:x"), ("https://a/2", "t:x"), ("https://a/3", "t:y")]) \
-        == frozenset({"https://a/2"})
-    assert check([("https://b/1", "t:x"), ("https://a/1", "t:x")]) == frozenset({"https://b/1"})
+        == (("https://a/2", "https://a/1"),)
+    assert check([("https://b/1", "t:x"), ("https://a/1", "t:x")]) == (
+        ("https://b/1", "https://a/1"),)
 
 
 def test_an_earlier_jobs_original_is_read_from_the_dedup_table():
     store = MemoryFrontierStore()
     store.write_rows(DEDUP_TABLE, [digest_row("t:x", DigestRecord("https://old/1", 1.0), 1.0)])
     check = CopyCheck(store, DEDUP_TABLE, RecentContent())
-    assert check([("https://new/1", "t:x")]) == frozenset({"https://new/1"})
-    assert check([("https://old/1", "t:x")]) == frozenset()  # its own recrawl is no copy
+    assert check([("https://new/1", "t:x")]) == (("https://new/1", "https://old/1"),)
+    assert check([("https://old/1", "t:x")]) == ()  # its own recrawl is no copy
 
 
 class _Unreadable(MemoryFrontierStore):
@@ -34,7 +35,7 @@ class _Unreadable(MemoryFrontierStore):
 
 def test_an_unreadable_table_sends_every_page_the_judged_way():
     check = CopyCheck(_Unreadable(), DEDUP_TABLE, RecentContent())
-    assert check([("https://a/1", "t:x")]) == frozenset({"https://a/1"})
+    assert check([("https://a/1", "t:x")]) == (("https://a/1", ""),)
 
 
 def test_recent_contents_are_bounded_and_forget_the_least_recent():

@@ -40,22 +40,28 @@ class _Leases:
         self.held += list(ids)
 
 
-def test_a_read_in_passing_does_not_sleep_and_empty_reads_are_counted(monkeypatch):
+def test_reads_pull_when_due_and_a_read_in_passing_does_not_sleep(monkeypatch):
     slept: list[float] = []
     monkeypatch.setattr(pubsub_read.time, "sleep", slept.append)
+    clock = [1000.0]
+    monkeypatch.setattr(pubsub_read.time, "monotonic", lambda: clock[0])
     leases = _Leases()
     monkeypatch.setattr(pubsub_read, "subscription_leases", lambda _: leases)
     monkeypatch.setattr(pubsub_read, "_EMPTY_IN_A_ROW", [0])
-    client = _Client([[], [], [_message("a1")], []])
+    monkeypatch.setattr(pubsub_read, "_LAST_PULL", [0.0])
+    monkeypatch.setattr(pubsub_read, "_PASSING", [False])
+    client = _Client([[], [], [_message("a1")]])
     reader = _reader(client)
-    assert pubsub_read._read_at_least_once(reader, None) == []
+    assert pubsub_read._read_at_least_once(reader, None) == []  # pulled, nothing: a pause
     assert slept == [pubsub_read.IDLE_SLEEP] and pubsub_read.empty_reads_in_a_row() == 1
-    pubsub_read.read_in_passing()
+    clock[0] += pubsub_read.PULL_EVERY  # not due yet: twice the interval after an empty pull
     assert pubsub_read._read_at_least_once(reader, None) == []
-    assert slept == [pubsub_read.IDLE_SLEEP]  # in passing: no sleep
+    assert len(client.answers) == 2 and len(slept) == 2  # no pull, a pause
+    pubsub_read.read_in_passing()  # the runner is busy: pull now, and no pause
+    assert pubsub_read._read_at_least_once(reader, None) == []
+    assert len(client.answers) == 1 and len(slept) == 2
     assert pubsub_read.empty_reads_in_a_row() == 2
+    clock[0] += 4 * pubsub_read.PULL_EVERY
     [(_, message)] = pubsub_read._read_at_least_once(reader, None)
     assert message.attributes[ACK_ID_ATTRIBUTE] == "a1" and leases.held == ["a1"]
     assert pubsub_read.empty_reads_in_a_row() == 0
-    assert pubsub_read._read_at_least_once(reader, None) == []  # passing was for one read
-    assert len(slept) == 2

@@ -202,6 +202,8 @@ class _Monitor:
 
 
 def test_a_sources_pending_read_is_scheduled_in_time_while_timers_keep_firing(monkeypatch):
+    from pipeline.local import pubsub_read
+
     runner = _Runner()
     monitor = _Monitor(runner)
     originals: list[bool] = []
@@ -209,23 +211,23 @@ def test_a_sources_pending_read_is_scheduled_in_time_while_timers_keep_firing(mo
                         lambda self, fired: originals.append(fired))
     clock = [1000.0]
     monkeypatch.setattr(local_tuning.time, "monotonic", lambda: clock[0])
-    monkeypatch.setattr(local_tuning, "_LAST_SOURCE_READ", [0.0])
+    monkeypatch.setattr(pubsub_read, "_LAST_PULL", [0.0])
+    monkeypatch.setattr(pubsub_read, "_EMPTY_IN_A_ROW", [0])
+    monkeypatch.setattr(pubsub_read, "_PASSING", [False])
     local_tuning.add_work_reading_sources_in_time(monitor, True)  # a timer fired: Beam waits
-    assert runner.scheduled == [("read", "bundle-1")]  # the read goes anyway
+    assert runner.scheduled == [("read", "bundle-1")]  # the read goes anyway, in passing
+    assert pubsub_read._PASSING == [True]
     assert runner.node_to_pending_bundles == {"read": [], "frontier": ["bundle-2"]}
+    pubsub_read._LAST_PULL[0] = clock[0]  # the read pulled
     runner.node_to_pending_bundles["read"] = ["bundle-3"]
-    clock[0] += local_tuning.SOURCE_EVERY / 2
+    clock[0] += pubsub_read.PULL_EVERY / 2
     local_tuning.add_work_reading_sources_in_time(monitor, True)
-    assert runner.scheduled == [("read", "bundle-1")]  # not yet: at most one read per interval
-    assert runner.node_to_pending_bundles["read"] == ["bundle-3"]  # held, not dropped
-    slept: list[float] = []
-    monkeypatch.setattr(local_tuning.time, "sleep", slept.append)
-    local_tuning.add_work_reading_sources_in_time(monitor, False)  # idle, and no read due
-    assert slept == [local_tuning.IDLE_PAUSE] and runner.node_to_pending_bundles["read"]
-    clock[0] += local_tuning.SOURCE_EVERY
+    assert runner.scheduled == [("read", "bundle-1")]  # not yet: a pull is not due
+    assert runner.node_to_pending_bundles["read"] == ["bundle-3"]  # left to Beam's rule
+    clock[0] += pubsub_read.PULL_EVERY
     local_tuning.add_work_reading_sources_in_time(monitor, True)
     assert runner.scheduled[-1] == ("read", "bundle-3")
-    assert originals == [True, True, False, True]  # Beam's own rule still runs after
+    assert originals == [True, True, True]  # Beam's own rule still runs after
 
 
 def test_committed_keys_with_timers_are_indexed_and_empty_states_dropped(monkeypatch):
