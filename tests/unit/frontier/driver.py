@@ -173,8 +173,9 @@ class FrontierDriver:
         and checked (``plan_lease``) first; each fetched URL answers ``statuses[url]``
         (default 200; None: a connection error), with ``bodies[url]`` as an HTML page (no
         body by default), each extracted as the fetch service does; ``copies``: the pages whose
-        content the crawl saw under another URL, with that URL. With ``write_rows`` the final results' rows
-        are written as the row sink would (and their index entries deleted). ``lease``: which
+        content the crawl saw under another URL, with that URL. With ``write_rows`` the final
+        results' rows are written as the row sink would (and their index entries deleted).
+        ``lease``: which
         lease (default: the one out first, ``current_lease``); ``cancelled``: a chained lease
         that fetched nothing (every request unfinished), as the service answers it."""
         lease = lease or self.current_lease
