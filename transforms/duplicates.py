@@ -31,6 +31,7 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
+from transforms.core.bounded import BoundedLru, shared_lru
 from transforms.core.duplicates import DigestRecord, Probe, content_key, judge
 from transforms.core.records import Discovered, ParsedPage
 from transforms.formats.digest_rows import digest_row, digest_row_key, record_from_cells
@@ -41,6 +42,7 @@ from transforms.frontier.store import StoreSpec
 
 PREFETCH_PAGES = 50  # pages whose digest rows one read fetches, at most
 PREFETCH_BYTES = 8 << 20  # ... and at most this many body bytes waiting for it
+RECENT_RECORDS = 20_000  # content records a process remembers after writing them
 
 
 class _KeyByContentFn(beam.DoFn):
@@ -95,6 +97,21 @@ class _PageOrOther(beam.PartitionFn):
 
 
 class _JudgeFn(beam.DoFn):
+    """One content key's record: judges each page against it (``transforms.core.duplicates``).
+
+    Where a record lives: in the key's row of the dedup table, written at the end of each
+    bundle, before the bundle's outputs are committed. A page carries the row as read when it
+    was keyed; a record this process wrote since may be newer, so the process keeps its last
+    ``RECENT_RECORDS`` written records (a shared ``transforms.core.bounded.BoundedLru``),
+    and those win over the row sent with the page.
+
+    Memory: no runner state per key. ``RECORD`` is declared, never written, so that the runner
+    keys the step (a content's pages are judged in one place, one at a time); per-key state
+    would grow by a key per distinct page for the life of the job, where the table already
+    holds the records. Bound: ``RECENT_RECORDS`` records (a few URLs each) per process, plus
+    one bundle's rows.
+    """
+
     RECORD = ReadModifyWriteStateSpec("record", PickleCoder())
 
     def __init__(self, store: StoreSpec, table: str, follow_links: bool) -> None:
@@ -102,6 +119,8 @@ class _JudgeFn(beam.DoFn):
 
     def setup(self) -> None:
         self._store = self._spec.open()
+        self._recent: BoundedLru[str, DigestRecord] = shared_lru(
+            ("content records", str(id(self._store)), self._table), RECENT_RECORDS)
         self._pages = Metrics.counter(METRICS_NAMESPACE, "dedup_pages")
         self._duplicates = Metrics.counter(METRICS_NAMESPACE, "duplicates_found")
         self._payload_duplicates = Metrics.counter(METRICS_NAMESPACE, "duplicates_payload")
@@ -114,17 +133,16 @@ class _JudgeFn(beam.DoFn):
         self._store.close()
 
     def start_bundle(self) -> None:
-        self._rows: dict[str, Row] = {}
+        self._rows: dict[str, tuple[Row, DigestRecord]] = {}
 
     def process(self, element: tuple[str, tuple[Discovered, Any]],
-                record_state=beam.DoFn.StateParam(RECORD)) -> Iterator[Discovered]:
+                unused_state=beam.DoFn.StateParam(RECORD)) -> Iterator[Discovered]:
         key, (item, row) = element
         page = item.item
         assert isinstance(page, ParsedPage)
-        record: DigestRecord | None = record_state.read()
-        if record is None and key in self._rows:  # written by this bundle, not yet stored
-            record = record_from_cells(self._rows[key].cells)
-        elif record is None:  # the key's first page: its row, read with the page
+        pending = self._rows.get(key)  # written by this bundle, not yet stored
+        record = pending[1] if pending is not None else self._recent.get(key)
+        if record is None:  # not written lately by this process: its row, read with the page
             self._reads.inc()
             record = record_from_cells(row or None)
         fetch = page.fetch
@@ -132,9 +150,8 @@ class _JudgeFn(beam.DoFn):
         probe = Probe(fetch.request.url, fetch.host, fetch.final_url, page.checksum,
                       capture_date(fetch), fetch.fetched_at, words, not fetch.request.revisit)
         record, verdict, changed = judge(record, probe)
-        record_state.write(record)
         if changed:
-            self._rows[key] = digest_row(key, record, fetch.fetched_at)
+            self._rows[key] = (digest_row(key, record, fetch.fetched_at), record)
         self._pages.inc()
         links = item.links
         if verdict.duplicate_of is not None:
@@ -159,7 +176,9 @@ class _JudgeFn(beam.DoFn):
 
     def finish_bundle(self) -> None:
         if self._rows:
-            self._store.write_rows(self._table, list(self._rows.values()))
+            self._store.write_rows(self._table, [row for row, _ in self._rows.values()])
+            for key, (_, record) in self._rows.items():
+                self._recent.put(key, record)
             self._rows = {}
 
 

@@ -33,6 +33,7 @@ from apache_beam.transforms.userstate import ReadModifyWriteStateSpec
 from apache_beam.utils.windowed_value import WindowedValue
 
 from transforms import METRICS_NAMESPACE
+from transforms.core.bounded import BoundedLru, shared_lru
 from transforms.core.lsh import (
     DEFAULT_THRESHOLD,
     MIN_THRESHOLD,
@@ -46,8 +47,6 @@ from transforms.formats.band_rows import (
     band_row,
     band_row_key,
     bucket_from_cells,
-    decode_bucket,
-    encode_bucket,
 )
 from transforms.formats.rows import Row
 from transforms.formats.schema import DEDUP_TABLE
@@ -69,6 +68,7 @@ class Probe(NamedTuple):
 
 
 PREFETCH_PAGES = 200  # pages whose band rows one read fetches, at most
+RECENT_BUCKETS = 10_000  # band buckets a process remembers after writing them (~1,000 pages)
 
 
 class _ProbeBandsFn(beam.DoFn):
@@ -132,18 +132,21 @@ class _JudgeBandsFn(beam.DoFn):
     """One band key's bucket: compares each page with it, reports the best match and admits
     the page per ``transforms.core.lsh.judge``.
 
-    Invariant: the state, when present, equals the key's row as this DoFn last wrote or read
-    it (rows are written at the end of each bundle, before the bundle's reports leave).
-    Timeline of one key::
+    Where a bucket lives: in the key's ``l#<band key>`` row of the dedup table, written at the
+    end of each bundle, before the bundle's reports leave. A probe carries the row as read
+    when its page was probed (``Probe.hint``); a row this process wrote since may be newer, so
+    the process keeps its last ``RECENT_BUCKETS`` written buckets (a shared
+    ``transforms.core.bounded.BoundedLru``), and those win over the hint. Timeline of one key::
 
-        page arrives, no state -> read row l#<key> (or this instance's unwritten row) ->
-        judge -> state = bucket -> report kept
-        ... end of bundle -> changed rows written -> reports emitted, one per URL
+        page arrives -> bucket = this bundle's unwritten row, else the recent bucket, else
+        the hint (else a read) -> judge -> changed bucket kept for the bundle -> report kept
+        ... end of bundle -> changed rows written, and remembered as recent -> reports out
 
-    No timer: an idle timer per band key (to drop cold buckets) made the DirectRunner's timer
-    bookkeeping, which walks every key with a timer, the crawl's largest cost (0.4x the pages/s
-    of the crawl without this stage). A key's state is one bounded bucket; dropping cold keys'
-    state belongs with the runner-state bounds of the whole job.
+    Memory: no runner state per key. ``BUCKET`` is declared, never written, so that the runner
+    keys the step (a band key's pages are judged in one place, one at a time); per-key state
+    would grow by ten keys per page for the life of the job (a runner keeps every key's state),
+    where the table already holds the buckets. Bound: ``RECENT_BUCKETS`` buckets of at most
+    ``MAX_CANDIDATES`` candidates (``transforms.core.lsh``) per process, plus one bundle's rows.
     """
 
     BUCKET = ReadModifyWriteStateSpec("bucket", BytesCoder())
@@ -155,6 +158,8 @@ class _JudgeBandsFn(beam.DoFn):
 
     def setup(self) -> None:
         self._store = self._spec.open()
+        self._recent: BoundedLru[str, tuple[Candidate, ...]] = shared_lru(
+            ("near-duplicate buckets", str(id(self._store)), self._table), RECENT_BUCKETS)
         self._checked = Metrics.counter(METRICS_NAMESPACE, "lsh_candidates_checked")
         self._found = Metrics.counter(METRICS_NAMESPACE, "near_duplicates_found")
         self._rows_read = Metrics.counter(METRICS_NAMESPACE, "band_rows_read")
@@ -167,35 +172,32 @@ class _JudgeBandsFn(beam.DoFn):
         # The bundle's changed rows, by band key; also read before the store, so a key read
         # again in the bundle sees its own unwritten changes. Reset per bundle: a retried
         # bundle must not see the rows of the failed attempt.
-        self._unwritten: dict[str, Row] = {}
+        self._unwritten: dict[str, tuple[Row, tuple[Candidate, ...]]] = {}
         self._reports: dict[str, tuple[NearDuplicate, Any, Any]] = {}
 
-    def process(self, element: tuple[str, Probe], bucket_state=beam.DoFn.StateParam(BUCKET),
+    def process(self, element: tuple[str, Probe], unused_state=beam.DoFn.StateParam(BUCKET),
                 window=beam.DoFn.WindowParam,
                 timestamp=beam.DoFn.TimestampParam) -> Iterator[Any]:
         key, probe = element
-        raw = bucket_state.read()
-        bucket = (decode_bucket(raw.decode("utf-8")) if raw is not None
-                  else self._load(key, probe.hint))
+        bucket = self._load(key, probe.hint)
         self._checked.inc(sum(1 for c in bucket if c.url != probe.url))
         verdict = judge(bucket, Candidate(probe.url, probe.host, probe.signature),
                         self._threshold)
-        if verdict.bucket is not None or raw is None:
-            bucket = verdict.bucket if verdict.bucket is not None else bucket
-            bucket_state.write(encode_bucket(bucket).encode("utf-8"))
         if verdict.bucket is not None:
             # Stamped with the clock, not the page's fetch time: a page fetched earlier but
             # judged later must still make the newest cell of the row.
-            self._unwritten[key] = band_row(key, verdict.bucket, self._clock())
+            self._unwritten[key] = (band_row(key, verdict.bucket, self._clock()),
+                                    verdict.bucket)
         if verdict.match is not None:
             self._keep(probe, verdict.match, window, timestamp)
         yield from ()
 
     def finish_bundle(self) -> Iterator[WindowedValue]:
         if self._unwritten:
-            rows = list(self._unwritten.values())
-            self._store.write_rows(self._table, rows)
-            self._rows_written.inc(len(rows))
+            self._store.write_rows(self._table, [row for row, _ in self._unwritten.values()])
+            self._rows_written.inc(len(self._unwritten))
+            for key, (_, bucket) in self._unwritten.items():
+                self._recent.put(key, bucket)
             self._unwritten = {}
         for report, timestamp, window in self._reports.values():
             self._found.inc()
@@ -208,7 +210,10 @@ class _JudgeBandsFn(beam.DoFn):
               ) -> tuple[Candidate, ...]:
         pending = self._unwritten.get(key)
         if pending is not None:
-            return bucket_from_cells(pending.cells)
+            return pending[1]
+        recent = self._recent.get(key)
+        if recent is not None:
+            return recent
         if hint is not None:  # read with the probe (ProbeBands), no round trip of its own
             return bucket_from_cells(hint or None)
         self._rows_read.inc()
