@@ -180,9 +180,17 @@ async def _extractions(extracting: list[tuple[str, asyncio.Future[Extraction]]],
 class FetchService:
     """One asyncio loop and aiohttp session in a daemon thread, shared by a worker's DoFns, and
     a few threads for the blocking table reads the frontier runs off the runner's thread (the
-    rows a lease checks, a key's rebuild and refill pages)."""
+    rows a lease checks, a key's rebuild and refill pages).
+
+    Memory: a lease's outcome (its pages' bodies among it) is held from the lease's end until
+    its key collects it (``poll``), and forgotten then. An outcome no key collects within
+    ``UNCOLLECTED_SECONDS`` (its key moved to another worker, or its state was reset) is
+    dropped, so the service holds at most the leases of the last ``UNCOLLECTED_SECONDS``.
+    """
 
     IO_THREADS = 4
+    UNCOLLECTED_SECONDS = 900.0
+    SWEEP_SECONDS = 30.0
 
     def __init__(self, config: FetchConfig) -> None:
         self.config = config
@@ -190,6 +198,8 @@ class FetchService:
         self._io = concurrent.futures.ThreadPoolExecutor(self.IO_THREADS,
                                                          thread_name_prefix="crawler-io")
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
+        self._done_at: dict[str, float] = {}
+        self._swept = time.monotonic()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
                                         daemon=True)
@@ -220,14 +230,32 @@ class FetchService:
             run_lease(self._session, lease, self.config, verify, self._io, extract, copies,
                       after),
             self._loop)
-        with self._lock:
-            self._futures[lease.lease_id] = future
+        self._track(lease.lease_id, future)
 
     def run(self, job_id: str, read: Callable[[], Any]) -> None:
         """Starts a blocking read (a rebuild or refill page) on the service's threads."""
-        future = self._io.submit(read)
+        self._track(job_id, self._io.submit(read))
+
+    def _track(self, job_id: str, future: concurrent.futures.Future[Any]) -> None:
+        now = time.monotonic()
         with self._lock:
             self._futures[job_id] = future
+            if now - self._swept >= self.SWEEP_SECONDS:
+                self._swept = now
+                stale = [j for j, at in self._done_at.items()
+                         if now - at > self.UNCOLLECTED_SECONDS]
+                for j in stale:
+                    self._futures.pop(j, None)
+                    del self._done_at[j]
+                if stale:
+                    _LOG.warning("fetch outcomes never collected were dropped",
+                                 extra={"count": len(stale)})
+        future.add_done_callback(lambda _: self._finished(job_id))
+
+    def _finished(self, job_id: str) -> None:
+        with self._lock:
+            if job_id in self._futures:
+                self._done_at[job_id] = time.monotonic()
 
     def poll(self, job_id: str) -> tuple[str, Any]:
         """Returns ("done", result) once, ("running", None), or ("unknown", None).
@@ -242,6 +270,7 @@ class FetchService:
             if not future.done():
                 return "running", None
             del self._futures[job_id]
+            self._done_at.pop(job_id, None)
         try:
             return "done", future.result()
         except Exception as exc:
