@@ -122,9 +122,10 @@ class CrawlerOptions(PipelineOptions):
         _flag(parser, "warc_prefix", default=None,
               help="Where WARC files go, e.g. gs://my-bucket/warc (a local directory works for "
                    "tests). Required.")
-        _flag(parser, "warc_roll_bytes", type=int, default=64 * 1024 * 1024,
+        _flag(parser, "warc_roll_bytes", type=int, default=None,
               help="Start a new WARC file once buffered bodies reach this many bytes "
-                   "(default: 67108864 = 64 MiB).")
+                   "(default: 3 x --max_body_bytes = 30 MiB, so a WARC shard holds at most "
+                   "about four bodies' worth of pages).")
         _flag(parser, "warc_roll_seconds", type=float, default=10.0,
               help="Write a WARC file at most this many seconds after its first page "
                    "(default: 10).")
@@ -247,11 +248,12 @@ class CrawlerOptions(PipelineOptions):
                                ("idle_timeout", s.idle_timeout)):
             if positive <= 0:
                 raise ValueError(f"--{name} must be > 0, got {positive}")
-        for name, count in (("max_lease_urls", s.max_lease_urls),
+        for name, count in (("max_body_bytes", s.max_body_bytes),
+                            ("max_lease_urls", s.max_lease_urls),
                             ("frontier_head_size", s.frontier_head_size),
                             ("max_seen_per_host", s.max_seen_per_host),
                             ("warc_roll_bytes", s.warc_roll_bytes),
-                            ("warc_shards", s.warc_shards), ("max_body_bytes", s.max_body_bytes),
+                            ("warc_shards", s.warc_shards),
                             ("pubsub_readers", s.pubsub_readers)):
             if count < 1:
                 raise ValueError(f"--{name} must be >= 1, got {count}")

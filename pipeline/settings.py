@@ -18,6 +18,9 @@ from transforms.frontier.context import FrontierConfig
 from transforms.frontier.leases import FetchConfig
 
 
+
+WARC_ROLL_BODIES = 3  # the default WARC roll size, in --max_body_bytes
+
 @dataclass(frozen=True)
 class CrawlSettings:
     """The value of every crawler flag (``pipeline.options.CrawlerOptions`` has the help
@@ -42,7 +45,7 @@ class CrawlSettings:
     batch_results_prefix: str | None
     clients_file: str | None
     warc_prefix: str
-    warc_roll_bytes: int
+    warc_roll_bytes: int  # None as a flag: WARC_ROLL_BODIES x max_body_bytes
     warc_roll_seconds: float
     warc_shards: int
     policy_file: str | None
@@ -85,7 +88,10 @@ class CrawlSettings:
         """From the options' values by flag name (``get_all_options()``) and the loaded
         policy."""
         own = {f.name for f in fields(cls)} - {"policy", "project", "policy_file"}
-        return cls(**{name: values[name] for name in own}, policy_file=values["policy"],
+        given = {name: values[name] for name in own}
+        if given["warc_roll_bytes"] is None:  # a WARC shard holds at most a few bodies
+            given["warc_roll_bytes"] = WARC_ROLL_BODIES * given["max_body_bytes"]
+        return cls(**given, policy_file=values["policy"],
                    policy=policy, project=values["bigtable_project"] or values.get("project")
                    or "")
 

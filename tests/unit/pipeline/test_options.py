@@ -78,7 +78,10 @@ def test_defaults():
     assert o["bigtable_instance"] == DEFAULT_INSTANCE
     assert (o["webtable"], o["hosts_table"], o["deadletter_table"]) == (
         WEBTABLE, HOSTS_TABLE, DEADLETTER_TABLE)
-    assert o["warc_roll_bytes"] == 64 * 1024 * 1024
+    assert o["warc_roll_bytes"] is None
+    assert CrawlerOptions([]).settings().warc_roll_bytes == 3 * 10 * 1024 * 1024
+    assert CrawlerOptions(["--max_body_bytes=1000"]).settings().warc_roll_bytes == 3000
+    assert CrawlerOptions(["--warc_roll_bytes=5000"]).settings().warc_roll_bytes == 5000
     assert o["warc_roll_seconds"] == 10.0
     assert o["warc_shards"] == 4
     assert o["min_delay"] is None  # the policy's default (1.0) applies
