@@ -17,8 +17,6 @@ from transforms.core.robots import product_token
 from transforms.frontier.context import FrontierConfig
 from transforms.frontier.leases import FetchConfig
 
-
-
 WARC_ROLL_BODIES = 3  # the default WARC roll size, in --max_body_bytes
 
 @dataclass(frozen=True)
