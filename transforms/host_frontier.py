@@ -207,7 +207,10 @@ class _HostFrontierFn(beam.DoFn):
         core = cells.core(self._config, key)
         if core.new_state:  # a timer of a key whose state was dropped: nothing to collect
             return
-        effects = core.on_timer(self._service.poll, now, not leases_paused())
+        # No new lease while the process is stopping, or while the pages fetched already wait
+        # in the runner (``transforms.frontier.drain``: the local runner's backpressure).
+        allowed = not leases_paused() and not drain.backlogged()
+        effects = core.on_timer(self._service.poll, now, allowed)
         yield from self._carry_out(key, core, effects, cells, timer, now)
 
     # -- the shell ---------------------------------------------------------------------------

@@ -221,6 +221,9 @@ class RunSummary:
     active: float = 0.0  # seconds until the last change: the crawl without the idle wait
 
 
+LOCAL_BACKLOG_RESULTS = 1_000  # fetched pages waiting in the local runner, at most (about)
+
+
 def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sys.stdout,
               poll_seconds: float = 1.0) -> RunSummary:
     """Runs the crawl locally (DirectRunner, or FlinkRunner on a local Flink) until a
@@ -229,11 +232,17 @@ def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sy
     local_tuning.tune_gc()
     fetch_service.resume_leases()  # a run stopped earlier in this process paused them
     drain.reset()
+    # Backpressure: the frontier's results and the row sink run in this process on the local
+    # runners, so pages waiting in the runner are bounded by count (transforms.frontier.drain).
+    drain.set_backlog_limit(LOCAL_BACKLOG_RESULTS)
     if options.uses_native_pubsub():
         local_pubsub.install()
     p = beam.Pipeline(options=options)
     build_pipeline(p, options, settings=settings)
-    return _drive(p.run(), settings, out, poll_seconds)
+    try:
+        return _drive(p.run(), settings, out, poll_seconds)
+    finally:
+        drain.set_backlog_limit(0)  # a pipeline run later in this process sets its own
 
 
 def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:

@@ -11,6 +11,15 @@ once their rows were written, and the driver waits until both counts agree and n
 
     lease done -> timer harvests it: emitted += n -> links published, WARC rolled
       -> rows written, entries deleted: settled += n -> emitted == settled: drained
+
+The same count is the local runner's backpressure. The fetch service fetches on its own
+thread, faster than the DirectRunner's one thread carries pages through extraction, dedup, the
+WARC writer and the row sink; without a bound the pages waiting in the runner's queues grow with
+the crawl (about 20 KB of memory per page fetched, and minutes of loop latency). With
+``set_backlog_limit(n)`` (the local driver sets it), no key starts a lease while ``n`` or more
+results are unsettled, so at most about ``n`` pages plus the leases out are in the process.
+Off (0) by default: on a distributed runner the frontier and the row sink may run in different
+processes, where these counts mean nothing.
 """
 
 from __future__ import annotations
@@ -19,6 +28,7 @@ import threading
 
 _LOCK = threading.Lock()
 _COUNTS = {"emitted": 0, "settled": 0}
+_LIMIT = {"results": 0}
 
 
 def note_emitted(n: int) -> None:
@@ -39,6 +49,21 @@ def unsettled() -> int:
     """Results emitted in this process whose rows are not written yet."""
     with _LOCK:
         return _COUNTS["emitted"] - _COUNTS["settled"]
+
+
+def set_backlog_limit(results: int) -> None:
+    """No new lease in this process while ``results`` or more are unsettled (0: no limit)."""
+    if results < 0:
+        raise ValueError(f"the backlog limit must be >= 0, got {results}")
+    with _LOCK:
+        _LIMIT["results"] = results
+
+
+def backlogged() -> bool:
+    """True while the process holds as many unsettled results as its backlog limit."""
+    with _LOCK:
+        limit = _LIMIT["results"]
+        return limit > 0 and _COUNTS["emitted"] - _COUNTS["settled"] >= limit
 
 
 def reset() -> None:

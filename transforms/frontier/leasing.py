@@ -37,6 +37,7 @@ from transforms.frontier.state import (
 
 # ftp URLs need no robots.txt: with no rules known they may still be leased.
 NO_ROBOTS = RobotsRules("allow_all", "", None, 0.0, "no robots.txt for this scheme")
+NOT_ALLOWED_RECHECK = 0.5  # seconds before a key that may not lease looks again
 
 
 def merge_arrivals(ctx: HostContext, arrivals: list[HeadEntry]) -> None:
@@ -126,11 +127,12 @@ def start_io(ctx: HostContext, request: IoRequest, now: float) -> None:
 
 def plan(ctx: HostContext, now: float, allowed: bool = True) -> None:
     """Steps 3 and 4 for a key with no lease out; with ``allowed`` False (the process is
-    stopping) no lease starts and the key looks again in a second."""
+    stopping, or its backlog is full) no lease starts and the key looks again in
+    ``NOT_ALLOWED_RECHECK`` seconds."""
     hs, cfg, fx = ctx.state, ctx.config, ctx.effects
-    if not allowed:
-        if ctx.head:
-            fx.wake(now + 1.0)
+    if not allowed:  # the head's size is in the host cell: no need to decode the head
+        if hs.head_size > 0:
+            fx.wake(now + NOT_ALLOWED_RECHECK)
         return
     if not ctx.head:
         if hs.io is None and hs.index_exhausted:

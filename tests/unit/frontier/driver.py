@@ -68,11 +68,13 @@ class FrontierDriver:
         fx = core.on_element(requests, tokens, now, rules, discovered_at)
         return self._carry_out(core, fx, cells, now)
 
-    def timer(self, now: float) -> Effects:
+    def timer(self, now: float, allowed: bool = True) -> Effects:
+        """The key's timer fires; ``allowed`` False: no new lease may start (the process
+        stops, or its backlog is full)."""
         self.now = max(self.now, now)
         cells = self.cells()
         core = cells.core(self.config, self.key)
-        return self._carry_out(core, core.on_timer(self.poll, now), cells, now)
+        return self._carry_out(core, core.on_timer(self.poll, now, allowed), cells, now)
 
     def settle(self, now: float, firings: int = 5) -> None:
         """Fires the timer until no read is in flight (a rebuild takes a firing per page)."""
