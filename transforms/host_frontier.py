@@ -209,7 +209,7 @@ class _HostFrontierFn(beam.DoFn):
             return
         # No new lease while the process is stopping, or while the pages fetched already wait
         # in the runner (``transforms.frontier.drain``: the local runner's backpressure).
-        allowed = not leases_paused() and not drain.backlogged()
+        allowed = not leases_paused() and not drain.backlogged(self._service.fetched_held)
         effects = core.on_timer(self._service.poll, now, allowed)
         yield from self._carry_out(key, core, effects, cells, timer, now)
 

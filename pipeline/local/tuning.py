@@ -60,6 +60,8 @@ timestamp (its own TODO says so): 16% of the crawl's CPU, with ``Timestamp`` com
 another 11%. A committed bundle does not change, so ``install`` computes each bundle's
 earliest timestamp once (a run of same-timestamp elements is one entry) and keeps it on the
 bundle; the watermark is the original's.
+
+6.-9. How the executor queues work: ``pipeline.local.runner_queues`` (installed with these).
 """
 
 from __future__ import annotations
@@ -79,6 +81,7 @@ from apache_beam.runners.direct import (
 from apache_beam.transforms import core, userstate
 
 from pipeline.local import pubsub_read as local_pubsub
+from pipeline.local import runner_queues
 
 GC_THRESHOLDS = (10_000, 10, 50)  # CPython's defaults are (700, 10, 10)
 SpecLookup = Callable[[Any], tuple[set[Any], set[Any]]]
@@ -199,6 +202,11 @@ def handle_result_indexing_timers(self: Any, completed_bundle: Any, completed_ti
     return committed
 
 
+def _firing_fields(firing: Any) -> tuple[Any, ...]:
+    return (firing.encoded_key, firing.window, firing.name, firing.time_domain,
+            firing.timestamp, firing.dynamic_timer_tag)
+
+
 def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
     """``_TransformWatermarks.extract_transform_timers`` that walks only the keys with a timer
     (see the module docstring, 3); what it returns is the original's."""
@@ -206,6 +214,8 @@ def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
         fired = []
         has_realtime_timer = False
         now = self._clock.time()
+        # TimerFiring compares by identity: what is pending is compared by its fields (7.)
+        pending = {_firing_fields(f) for f in self._fired_timers}
         keys = _TIMER_KEYS.get(id(self._keyed_states))
         walked = list(keys) if keys is not None else list(self._keyed_states)
         for encoded_key in walked:
@@ -216,9 +226,11 @@ def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
                                                           processing_time=now)
             has_realtime_timer = has_realtime_timer or had_realtime_timer
             for window, (name, time_domain, timestamp, dynamic_timer_tag) in timers:
-                fired.append(watermark_manager.TimerFiring(
+                firing = watermark_manager.TimerFiring(
                     encoded_key, window, name, time_domain, timestamp,
-                    dynamic_timer_tag=dynamic_timer_tag))
+                    dynamic_timer_tag=dynamic_timer_tag)
+                if _firing_fields(firing) not in pending:  # pending already: not again (7.)
+                    fired.append(firing)
         self._fired_timers.update(fired)
         return fired, has_realtime_timer
 
@@ -304,6 +316,7 @@ def install() -> None:
         handle_result_indexing_timers)
     watermark_manager._TransformWatermarks.refresh = (  # type: ignore[method-assign]
         refresh_with_earliest_per_bundle)
+    runner_queues.install()
 
 
 def installed() -> bool:

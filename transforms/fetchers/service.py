@@ -73,8 +73,8 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
                     executor: concurrent.futures.Executor | None = None,
                     extract: Extractor | None = None,
                     copies: CopyChecker | None = None,
-                    after: concurrent.futures.Future[LeaseOutcome] | None = None
-                    ) -> LeaseOutcome:
+                    after: concurrent.futures.Future[LeaseOutcome] | None = None,
+                    on_result: Callable[[], None] | None = None) -> LeaseOutcome:
     """Runs one lease to completion, to its deadline, or to its first transient failure, and
     reports what happened; requests not started come back as ``unfinished``.
 
@@ -125,9 +125,13 @@ async def run_lease(session: aiohttp.ClientSession, lease: Lease, config: FetchC
             fetcher = PROTOCOL_FETCHERS.get(pending[0].url.split(":", 1)[0])
             if fetcher is None:
                 results.append(_unsupported(pending.pop(0), lease.host))
+                if on_result is not None:
+                    on_result()
                 continue
             result = with_digest(await fetcher(session, pending[0], gate, config))
             results.append(result)
+            if on_result is not None:  # the service counts what it holds (``fetched_held``)
+                on_result()
             pending.pop(0)
             if is_transient(result.status, result.error):
                 # The host said "later" (or failed to answer): the rest of the lease goes back
@@ -186,6 +190,8 @@ class FetchService:
     its key collects it (``poll``), and forgotten then. An outcome no key collects within
     ``UNCOLLECTED_SECONDS`` (its key moved to another worker, or its state was reset) is
     dropped, so the service holds at most the leases of the last ``UNCOLLECTED_SECONDS``.
+    ``fetched_held`` counts the results it holds, for the local runner's backpressure
+    (``transforms.frontier.drain``).
     """
 
     IO_THREADS = 4
@@ -199,6 +205,7 @@ class FetchService:
                                                          thread_name_prefix="crawler-io")
         self._futures: dict[str, concurrent.futures.Future[Any]] = {}
         self._done_at: dict[str, float] = {}
+        self._held = 0  # results fetched by leases whose outcome no key has collected yet
         self._swept = time.monotonic()
         self._lock = threading.Lock()
         self._thread = threading.Thread(target=self._loop.run_forever, name="crawler-fetch",
@@ -228,7 +235,7 @@ class FetchService:
             after = self._futures.get(lease.after) if lease.after is not None else None
         future = asyncio.run_coroutine_threadsafe(
             run_lease(self._session, lease, self.config, verify, self._io, extract, copies,
-                      after),
+                      after, self._result_fetched),
             self._loop)
         self._track(lease.lease_id, future)
 
@@ -245,12 +252,28 @@ class FetchService:
                 stale = [j for j, at in self._done_at.items()
                          if now - at > self.UNCOLLECTED_SECONDS]
                 for j in stale:
-                    self._futures.pop(j, None)
+                    dropped = self._futures.pop(j, None)
                     del self._done_at[j]
+                    self._release(_outcome_of(dropped))
                 if stale:
                     _LOG.warning("fetch outcomes never collected were dropped",
                                  extra={"count": len(stale)})
         future.add_done_callback(lambda _: self._finished(job_id))
+
+    def _result_fetched(self) -> None:
+        with self._lock:
+            self._held += 1
+
+    def _release(self, outcome: Any) -> None:
+        """Called with the lock held: a lease outcome leaves the service."""
+        if isinstance(outcome, LeaseOutcome):
+            self._held -= len(outcome.results)
+
+    @property
+    def fetched_held(self) -> int:
+        """Fetch results this service holds: fetched by a lease, not collected by a key yet."""
+        with self._lock:
+            return self._held
 
     def _finished(self, job_id: str) -> None:
         with self._lock:
@@ -271,6 +294,7 @@ class FetchService:
                 return "running", None
             del self._futures[job_id]
             self._done_at.pop(job_id, None)
+            self._release(_outcome_of(future))
         try:
             return "done", future.result()
         except Exception as exc:
@@ -289,6 +313,13 @@ class FetchService:
         """Leases and reads not finished, or finished and not collected by their key yet."""
         with self._lock:
             return len(self._futures)
+
+
+def _outcome_of(future: concurrent.futures.Future[Any] | None) -> Any:
+    """A finished future's result, or None when it failed, was cancelled or is missing."""
+    if future is None or future.cancelled() or future.exception() is not None:
+        return None
+    return future.result()
 
 
 _SERVICES: dict[FetchConfig, FetchService] = {}
@@ -315,6 +346,13 @@ def leases_in_flight() -> int:
     with _SERVICES_LOCK:
         services = list(_SERVICES.values())
     return sum(s.in_flight for s in services)
+
+
+def fetched_held() -> int:
+    """Fetch results the process's services hold (see ``FetchService.fetched_held``)."""
+    with _SERVICES_LOCK:
+        services = list(_SERVICES.values())
+    return sum(s.fetched_held for s in services)
 
 
 def leases_outstanding() -> int:

@@ -17,7 +17,8 @@ thread, faster than the DirectRunner's one thread carries pages through extracti
 WARC writer and the row sink; without a bound the pages waiting in the runner's queues grow with
 the crawl (about 20 KB of memory per page fetched, and minutes of loop latency). With
 ``set_backlog_limit(n)`` (the local driver sets it), no key starts a lease while ``n`` or more
-results are unsettled, so at most about ``n`` pages plus the leases out are in the process.
+results are in the process, unsettled or fetched and not yet harvested (the fetch service's
+``fetched_held``), so at most ``n`` pages plus what the leases out fetch meanwhile are.
 Off (0) by default: on a distributed runner the frontier and the row sink may run in different
 processes, where these counts mean nothing.
 """
@@ -59,11 +60,12 @@ def set_backlog_limit(results: int) -> None:
         _LIMIT["results"] = results
 
 
-def backlogged() -> bool:
-    """True while the process holds as many unsettled results as its backlog limit."""
+def backlogged(held: int = 0) -> bool:
+    """True while the process holds as many results as its backlog limit: the unsettled ones,
+    plus ``held`` (fetched by leases whose outcome no key has collected yet)."""
     with _LOCK:
         limit = _LIMIT["results"]
-        return limit > 0 and _COUNTS["emitted"] - _COUNTS["settled"] >= limit
+        return limit > 0 and _COUNTS["emitted"] - _COUNTS["settled"] + held >= limit
 
 
 def reset() -> None:

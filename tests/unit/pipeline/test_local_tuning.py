@@ -7,11 +7,12 @@ import gc
 
 import apache_beam as beam
 import pytest
-from apache_beam.runners.direct import transform_evaluator
+from apache_beam.runners.direct import executor, transform_evaluator
 from apache_beam.transforms import userstate
 from apache_beam.transforms.userstate import BagStateSpec, TimerSpec, on_timer
 from apache_beam.utils.timestamp import Timestamp
 
+from pipeline.local import runner_queues
 from pipeline.local import tuning as local_tuning
 
 
@@ -121,6 +122,12 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     monkeypatch.setattr(marks, "refresh", marks.refresh)
     context = evaluation_context.EvaluationContext
     monkeypatch.setattr(context, "handle_result", context.handle_result)
+    serial = executor._SerialEvaluationState
+    monkeypatch.setattr(serial, "_update_currently_evaluating",
+                        serial._update_currently_evaluating)
+    parallel = executor._ExecutorServiceParallelExecutor
+    monkeypatch.setattr(parallel, "schedule_consumers", parallel.schedule_consumers)
+    monkeypatch.setattr(marks, "add_pending", marks.add_pending)
     for module, name in ((userstate, "get_dofn_specs"), (userstate, "is_stateful_dofn"),
                          (transform_evaluator, "get_dofn_specs"),
                          (transform_evaluator, "is_stateful_dofn"),
@@ -135,6 +142,9 @@ def test_install_patches_what_the_direct_runner_reads(monkeypatch):
     assert core.get_function_arguments is local_tuning.memoized_function_arguments
     assert marks.refresh is local_tuning.refresh_with_earliest_per_bundle
     assert context.handle_result is local_tuning.handle_result_indexing_timers
+    assert serial._update_currently_evaluating is runner_queues.update_serially_first_in_first_out
+    assert parallel.schedule_consumers is runner_queues.schedule_consumers_of_bundles_with_elements
+    assert marks.add_pending is runner_queues.add_pending_with_elements
     with pytest.raises(ValueError):  # validation still rejects a DoFn with a duplicate param
         userstate.validate_stateful_dofn(Duplicate())
 
@@ -333,3 +343,77 @@ def test_function_arguments_are_read_once_per_class_and_method(monkeypatch):
     odd.process = lambda element, extra=1: [element]  # type: ignore[method-assign]
     assert local_tuning.memoized_function_arguments(odd, "process")[0] == ["element", "extra"]
     assert len(calls) == 2  # an object's own method is read each time, past the memo
+
+
+class Work(executor._ExecutorService.CallableTask):
+    def __init__(self, name: str) -> None:
+        self.label = name
+
+
+class Service:
+    def __init__(self) -> None:
+        self.submitted: list[str] = []
+
+    def submit(self, work: Work) -> None:
+        self.submitted.append(work.label)
+
+
+def test_a_stateful_steps_queue_runs_its_oldest_work_first():
+    service = Service()
+    state = executor._SerialEvaluationState(service, set())
+    works = [Work(f"w{i}") for i in range(4)]
+    for work in works:
+        runner_queues.update_serially_first_in_first_out(state, work, None)
+    assert service.submitted == ["w0"]  # one at a time
+    for done in works[:3]:
+        runner_queues.update_serially_first_in_first_out(state, None, done)
+    assert service.submitted == ["w0", "w1", "w2", "w3"]  # Beam's own pop() gives w3 second
+
+
+class Bundle:
+    def __init__(self, elements: list[object]) -> None:
+        self._elements = elements
+
+    def has_elements(self) -> bool:
+        return bool(self._elements)
+
+
+def test_empty_bundles_neither_schedule_consumers_nor_stay_pending(monkeypatch):
+    from apache_beam.runners.direct import watermark_manager
+
+    scheduled: list[Bundle] = []
+    monkeypatch.setattr(runner_queues, "_ORIGINAL_SCHEDULE_CONSUMERS",
+                        lambda self, bundle: scheduled.append(bundle))
+    full, empty = Bundle([1]), Bundle([])
+    runner_queues.schedule_consumers_of_bundles_with_elements(None, empty)
+    runner_queues.schedule_consumers_of_bundles_with_elements(None, full)
+    assert scheduled == [full]
+
+    class Clock:
+        def time(self):
+            return 0.0
+
+    marks = watermark_manager._TransformWatermarks(Clock(), {}, "t")
+    runner_queues.add_pending_with_elements(marks, empty)
+    runner_queues.add_pending_with_elements(marks, full)
+    assert marks._pending == {full}
+
+
+def test_a_timer_whose_firing_is_pending_is_not_fired_again():
+    from apache_beam.runners.direct import watermark_manager
+    from apache_beam.transforms.trigger import InMemoryUnmergedState
+    from apache_beam.transforms.window import GlobalWindow
+
+    class Clock:
+        def time(self):
+            return 100.0
+
+    state = InMemoryUnmergedState()
+    state.set_timer(GlobalWindow(), "flush", userstate.TimeDomain.REAL_TIME, 50.0)
+    marks = watermark_manager._TransformWatermarks(Clock(), {b"k": state}, "t")
+    first, _ = local_tuning.extract_timers_of_keys_with_timers(marks)
+    again, realtime = local_tuning.extract_timers_of_keys_with_timers(marks)
+    assert [f.encoded_key for f in first] == [b"k"] and again == [] and realtime
+    marks.update_timers(first)  # its bundle ran; the timer, set again, fires again
+    assert [f.encoded_key for f in local_tuning.extract_timers_of_keys_with_timers(marks)[0]] \
+        == [b"k"]
