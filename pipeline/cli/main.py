@@ -28,6 +28,7 @@ import sys
 
 from pipeline.cli import batches, export, inspect, local, provision, search
 from pipeline.cli import run as running
+from pipeline.local.memtrace import install_from_env
 from pipeline.local.stack import LocalStackError
 
 
@@ -47,6 +48,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     args, rest = parser.parse_known_args(argv)
+    install_from_env()
     logging.basicConfig(level=logging.DEBUG if args.verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s %(message)s")
     if getattr(args, "pipeline_flags", False):  # run, crawl: the rest goes to the pipeline

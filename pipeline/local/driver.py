@@ -221,7 +221,7 @@ class RunSummary:
     active: float = 0.0  # seconds until the last change: the crawl without the idle wait
 
 
-LOCAL_BACKLOG_RESULTS = 1_000  # fetched pages waiting in the local runner, at most (about)
+LOCAL_BACKLOG_RESULTS = 2_500  # fetched pages in the local process, at most (about): ~10 s of crawl
 
 
 def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sys.stdout,
