@@ -63,7 +63,8 @@ def _rss_kb(pid: int) -> tuple[int, str, int]:
 
 
 def group_rss_mb(pgid: int) -> tuple[float, float]:
-    """(Python MB, JVM MB): the resident sets of the live processes of process group ``pgid``."""
+    """(Python MB, JVM MB): the resident sets of the live processes of process group ``pgid``
+    (JVMs apart, everything else as the crawler's)."""
     python = jvm = 0
     for entry in Path("/proc").iterdir():
         if not entry.name.isdigit():
@@ -73,7 +74,7 @@ def group_rss_mb(pgid: int) -> tuple[float, float]:
             continue
         if name == "java":
             jvm += rss
-        elif name.startswith("python") or name == "crawler":
+        else:  # the crawler (its command name is its script's), SDK workers, helpers
             python += rss
     return round(python / 1024, 1), round(jvm / 1024, 1)
 

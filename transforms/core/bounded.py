@@ -44,6 +44,19 @@ class BoundedLru(Generic[K, V]):
             while len(self._items) > self.capacity:
                 self._items.popitem(last=False)
 
+    def setdefault(self, key: K, value: V) -> V:
+        """The entry of ``key``, made ``value`` when there is none; either way the most
+        recent."""
+        with self._lock:
+            known = self._items.get(key)
+            if known is not None:
+                self._items.move_to_end(key)
+                return known
+            self._items[key] = value
+            while len(self._items) > self.capacity:
+                self._items.popitem(last=False)
+            return value
+
     def pop(self, key: K) -> V | None:
         with self._lock:
             return self._items.pop(key, None)

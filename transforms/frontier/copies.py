@@ -30,17 +30,16 @@ stop fetching permutations a lease after they show, not a trip through the loop 
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Sequence
 
+from transforms.core.bounded import BoundedLru
 from transforms.formats.digest_rows import digest_row_key, record_from_cells
 from transforms.frontier.store import FrontierStore
 
 RECENT_CONTENTS = 20_000  # content keys remembered per process (about 5 MB)
 
 
-class RecentContent:
+class RecentContent(BoundedLru[str, str]):
     """Content key -> the first URL this process saw with it, for the last ``capacity``
     contents (least recently seen forgotten first). Thread-safe: leases run on several
     threads.
@@ -49,34 +48,12 @@ class RecentContent:
     """
 
     def __init__(self, capacity: int = RECENT_CONTENTS) -> None:
-        if capacity < 1:
-            raise ValueError(f"capacity must be at least 1, got {capacity}")
-        self._capacity = capacity
-        self._first: OrderedDict[str, str] = OrderedDict()
-        self._lock = threading.Lock()
-
-    def __len__(self) -> int:
-        return len(self._first)
-
-    def get(self, key: str) -> str | None:
-        with self._lock:
-            url = self._first.get(key)
-            if url is not None:
-                self._first.move_to_end(key)
-            return url
+        super().__init__(capacity)
 
     def first(self, key: str, url: str) -> str:
         """The first URL seen with ``key``: ``url`` itself when the key is new (it is then
         remembered)."""
-        with self._lock:
-            known = self._first.get(key)
-            if known is not None:
-                self._first.move_to_end(key)
-                return known
-            self._first[key] = url
-            if len(self._first) > self._capacity:
-                self._first.popitem(last=False)
-            return url
+        return self.setdefault(key, url)
 
 
 class CopyCheck:

@@ -370,9 +370,15 @@ def test_a_stateful_steps_queue_runs_its_oldest_work_first():
     assert service.submitted == ["w0", "w1", "w2", "w3"]  # Beam's own pop() gives w3 second
 
 
+class PCollection:
+    def __init__(self, producer: object) -> None:
+        self.producer = producer
+
+
 class Bundle:
-    def __init__(self, elements: list[object]) -> None:
+    def __init__(self, elements: list[object], producer: object = "step") -> None:
         self._elements = elements
+        self.pcollection = PCollection(producer)
 
     def has_elements(self) -> bool:
         return bool(self._elements)
@@ -384,10 +390,13 @@ def test_empty_bundles_neither_schedule_consumers_nor_stay_pending(monkeypatch):
     scheduled: list[Bundle] = []
     monkeypatch.setattr(runner_queues, "_ORIGINAL_SCHEDULE_CONSUMERS",
                         lambda self, bundle: scheduled.append(bundle))
-    full, empty = Bundle([1]), Bundle([])
-    runner_queues.schedule_consumers_of_bundles_with_elements(None, empty)
-    runner_queues.schedule_consumers_of_bundles_with_elements(None, full)
-    assert scheduled == [full]
+    class Runner:
+        root_nodes = frozenset({"source"})
+
+    full, empty, from_source = Bundle([1]), Bundle([]), Bundle([], producer="source")
+    for bundle in (empty, full, from_source):
+        runner_queues.schedule_consumers_of_bundles_with_elements(Runner(), bundle)
+    assert scheduled == [full, from_source]  # a source's empty bundle still goes on
 
     class Clock:
         def time(self):
