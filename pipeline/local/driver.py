@@ -32,6 +32,7 @@ from google.cloud.bigtable import row_filters
 
 from pipeline.graph import build_pipeline
 from pipeline.local import pubsub_read as local_pubsub
+from pipeline.local import runner_queues
 from pipeline.local import tuning as local_tuning
 from pipeline.ops.status import host_busy, running_batches
 from pipeline.options import CrawlerOptions
@@ -235,6 +236,7 @@ def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sy
     # Backpressure: the frontier's results and the row sink run in this process on the local
     # runners, so pages waiting in the runner are bounded by count (transforms.frontier.drain).
     drain.set_backlog_limit(LOCAL_BACKLOG_RESULTS)
+    runner_queues.skip_empty_bundles(True)
     if options.uses_native_pubsub():
         local_pubsub.install()
     p = beam.Pipeline(options=options)
@@ -243,6 +245,7 @@ def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sy
         return _drive(p.run(), settings, out, poll_seconds)
     finally:
         drain.set_backlog_limit(0)  # a pipeline run later in this process sets its own
+        runner_queues.skip_empty_bundles(False)
 
 
 def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:

@@ -24,8 +24,8 @@ second that output nothing to most of its outputs, so the serial queues of the s
 downstream filled with empty work: in a soak crawl, 13,000 queued for the export writer, 10,000
 for the batch tracker and 4,000 for the WARC writer, the real bundles among them (the pages)
 waiting behind, the queues growing with the crawl. ``install`` schedules consumers only for
-bundles with elements, and for a source's bundles (a ``TestStream`` advances its clock with
-empty ones).
+bundles with elements while the local driver runs a crawl (``skip_empty_bundles``; a
+``TestStream`` pipeline in the tests needs its empty bundles to advance its test clock).
 
 9. Empty read bundles kept pending. Each read of the Pub/Sub source hands back an empty bundle to
 read from again, which the watermark manager adds to the source's pending bundles and never
@@ -69,18 +69,20 @@ def add_pending_with_elements(self: Any, pending: Any) -> None:
 _ORIGINAL_SCHEDULE_CONSUMERS = executor._ExecutorServiceParallelExecutor.schedule_consumers
 
 
+_SKIPPING = [False]  # set by the local driver for the run (see skip_empty_bundles)
+
+
+def skip_empty_bundles(on: bool) -> None:
+    """Turns 8. on for a local crawl job and off after it: a ``TestStream`` pipeline (the tests)
+    drives its test clock, and the timers downstream, with empty bundles."""
+    _SKIPPING[0] = on
+
+
 def schedule_consumers_of_bundles_with_elements(self: Any, committed_bundle: Any) -> None:
-    """``_ExecutorServiceParallelExecutor.schedule_consumers`` that skips empty bundles (see
-    the module docstring, 8)."""
-    if committed_bundle.has_elements() or _from_a_root(self, committed_bundle):
+    """``_ExecutorServiceParallelExecutor.schedule_consumers`` that skips empty bundles while
+    the local driver runs a job (see the module docstring, 8)."""
+    if committed_bundle.has_elements() or not _SKIPPING[0]:
         _ORIGINAL_SCHEDULE_CONSUMERS(self, committed_bundle)
-
-
-def _from_a_root(runner: Any, bundle: Any) -> bool:
-    """A source's bundle: kept even when empty (a ``TestStream`` drives the test clock, and
-    with it the timers downstream, by its empty bundles)."""
-    producer = getattr(bundle.pcollection, "producer", None)
-    return producer is not None and producer in runner.root_nodes
 
 
 def install() -> None:

@@ -176,7 +176,25 @@ memoized_is_stateful_dofn = MEMO.is_stateful_dofn
 _ORIGINAL_EXTRACT = watermark_manager._TransformWatermarks.extract_transform_timers
 
 
-_TIMER_KEYS: dict[int, set[Any]] = {}  # id(a step's keyed states) -> keys with a timer (3.)
+# id(a step's keyed states) -> (those states, their keys with a timer) (3.). The states are kept
+# with their index so that a later pipeline's dict that gets the same id is not taken for them;
+# the last ``_TIMER_STEPS`` steps are kept (a process runs one job, tests run a few).
+_TIMER_KEYS: dict[int, tuple[dict[Any, Any], set[Any]]] = {}
+_TIMER_STEPS = 256
+
+
+def timer_keys(states: dict[Any, Any], create: bool = False) -> set[Any] | None:
+    """The index of ``states``' keys that hold a timer (None when there is none yet)."""
+    entry = _TIMER_KEYS.get(id(states))
+    if entry is not None and entry[0] is states:
+        return entry[1]
+    if not create:
+        return None
+    keys: set[Any] = set()
+    _TIMER_KEYS[id(states)] = (states, keys)
+    while len(_TIMER_KEYS) > _TIMER_STEPS:
+        del _TIMER_KEYS[next(iter(_TIMER_KEYS))]
+    return keys
 _ORIGINAL_HANDLE_RESULT = evaluation_context.EvaluationContext.handle_result
 
 
@@ -188,7 +206,8 @@ def handle_result_indexing_timers(self: Any, completed_bundle: Any, completed_ti
     if result.partial_keyed_state:
         states = self._transform_keyed_states[result.transform]
         with self._lock:
-            keys = _TIMER_KEYS.setdefault(id(states), set())
+            keys = timer_keys(states, create=True)
+            assert keys is not None
             for key in result.partial_keyed_state:
                 state = states.get(key)
                 if state is None:
@@ -216,7 +235,7 @@ def extract_timers_of_keys_with_timers(self: Any) -> tuple[list[Any], bool]:
         now = self._clock.time()
         # TimerFiring compares by identity: what is pending is compared by its fields (7.)
         pending = {_firing_fields(f) for f in self._fired_timers}
-        keys = _TIMER_KEYS.get(id(self._keyed_states))
+        keys = timer_keys(self._keyed_states)
         walked = list(keys) if keys is not None else list(self._keyed_states)
         for encoded_key in walked:
             state = self._keyed_states.get(encoded_key)

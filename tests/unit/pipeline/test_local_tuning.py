@@ -279,13 +279,14 @@ def test_committed_keys_with_timers_are_indexed_and_empty_states_dropped(monkeyp
         {b"due": with_timer(50.0), b"later": with_timer(500.0), b"empty": DirectUnmergedState(),
          b"kept": kept}))
     assert set(states) == {b"due", b"later", b"kept"}  # the empty state is gone
-    assert local_tuning._TIMER_KEYS[id(states)] == {b"due", b"later"}
+    assert local_tuning.timer_keys(states) == {b"due", b"later"}
+    assert local_tuning.timer_keys({}) is None  # another step's states: no index of its own
     marks = watermark_manager._TransformWatermarks(Clock(), states, "step")
     fired, realtime = local_tuning.extract_timers_of_keys_with_timers(marks)
     assert [f.encoded_key for f in fired] == [b"due"] and realtime
     local_tuning.handle_result_indexing_timers(context, None, [], Result(
         {b"due": DirectUnmergedState()}))  # its timer fired and was not set again
-    assert local_tuning._TIMER_KEYS[id(states)] == {b"later"} and b"due" not in states
+    assert local_tuning.timer_keys(states) == {b"later"} and b"due" not in states
 
 
 def _rmw_tag():
@@ -390,13 +391,16 @@ def test_empty_bundles_neither_schedule_consumers_nor_stay_pending(monkeypatch):
     scheduled: list[Bundle] = []
     monkeypatch.setattr(runner_queues, "_ORIGINAL_SCHEDULE_CONSUMERS",
                         lambda self, bundle: scheduled.append(bundle))
-    class Runner:
-        root_nodes = frozenset({"source"})
-
-    full, empty, from_source = Bundle([1]), Bundle([]), Bundle([], producer="source")
-    for bundle in (empty, full, from_source):
-        runner_queues.schedule_consumers_of_bundles_with_elements(Runner(), bundle)
-    assert scheduled == [full, from_source]  # a source's empty bundle still goes on
+    full, empty = Bundle([1]), Bundle([])
+    runner_queues.schedule_consumers_of_bundles_with_elements(None, empty)  # not running a crawl
+    assert scheduled == [empty]
+    runner_queues.skip_empty_bundles(True)
+    try:
+        for bundle in (empty, full):
+            runner_queues.schedule_consumers_of_bundles_with_elements(None, bundle)
+    finally:
+        runner_queues.skip_empty_bundles(False)
+    assert scheduled == [empty, full]
 
     class Clock:
         def time(self):
