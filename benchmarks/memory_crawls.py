@@ -44,7 +44,7 @@ TIMEOUT = 900.0
 def _flags(state: Path, pages: int, delay: float) -> list[str]:
     return ["--state-dir", str(state), "crawl", f"--min_delay={delay:g}",
             f"--max_pages={pages}", "--allow_private_networks",
-            f"--crawl_user_agent={OUR_AGENT}", "--idle_timeout=8", "--fetch_timeout=10"]
+            f"--crawl_user_agent={OUR_AGENT}", "--idle_timeout=15", "--fetch_timeout=10"]
 
 
 def run_crawl(variant: Variant, crawl: str, run_dir: Path) -> dict[str, Any]:
