@@ -1,7 +1,7 @@
 """``BoundedLru``: a thread-safe mapping that forgets its least recently used entries.
 
 The per-process caches of long-running stages (the duplicate stages' recently written rows, the
-fetch service's robots parses) are built on it, so that none of them grows with the crawl: each
+contents the leases saw) are built on it, so that none of them grows with the crawl: each
 holds at most ``capacity`` entries, whatever the number of pages, hosts or contents seen.
 """
 
@@ -41,8 +41,7 @@ class BoundedLru(Generic[K, V]):
         with self._lock:
             self._items[key] = value
             self._items.move_to_end(key)
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            self._evict()
 
     def setdefault(self, key: K, value: V) -> V:
         """The entry of ``key``, made ``value`` when there is none; either way the most
@@ -53,17 +52,13 @@ class BoundedLru(Generic[K, V]):
                 self._items.move_to_end(key)
                 return known
             self._items[key] = value
-            while len(self._items) > self.capacity:
-                self._items.popitem(last=False)
+            self._evict()
             return value
 
-    def pop(self, key: K) -> V | None:
-        with self._lock:
-            return self._items.pop(key, None)
-
-    def clear(self) -> None:
-        with self._lock:
-            self._items.clear()
+    def _evict(self) -> None:
+        """Called with the lock held: forgets the least recent entries beyond ``capacity``."""
+        while len(self._items) > self.capacity:
+            self._items.popitem(last=False)
 
 
 _SHARED: dict[tuple[str, ...], BoundedLru] = {}
