@@ -1,11 +1,12 @@
 # The README's two commands: `make crawl` (optionally URLS="https://...") and `make test`.
-# Both create the virtualenv and install the pinned requirements on first use.
+# Both create the virtualenv and install the pinned requirements on first use, and build Beam's
+# Prism runner from the Go module proxy (pipeline.runners.prism; without `go`, a notice).
 VENV ?= .venv
 PYTHON ?= python3
 STAMP := $(VENV)/.installed-$(shell cat requirements.txt requirements-dev.txt setup.py | cksum | cut -d' ' -f1)
 
 .PHONY: install crawl test lint down flink-up flink-down clean bench bench-stages bench-profile \
-	bench-backlog bench-batches bench-analysts bench-soak
+	bench-backlog bench-batches bench-analysts bench-soak prism
 
 $(STAMP): requirements.txt requirements-dev.txt setup.py
 	test -x $(VENV)/bin/python || $(PYTHON) -m venv $(VENV)
@@ -17,20 +18,25 @@ $(STAMP): requirements.txt requirements-dev.txt setup.py
 
 install: $(STAMP)
 
+## Beam's Prism runner at the installed Beam's version: go install into .crawler/bin (once).
+prism: $(STAMP)
+	$(VENV)/bin/python -m pipeline.runners.prism
+
 ## Starts the local stack, serves the demo site (or crawls URLS), runs the crawl, prints a summary.
-crawl: $(STAMP)
+crawl: $(STAMP) prism
 	$(VENV)/bin/crawler crawl $(URLS) $(ARGS)
 
 ## Lint and type-check, then the whole test suite (unit, transforms, integration with the emulators).
-test: $(STAMP)
+test: $(STAMP) prism
 	$(VENV)/bin/python -m benchmarks.testbed
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/mypy
 	$(VENV)/bin/pytest -q -rs $(PYTEST_ARGS)
 
 ## The end-to-end comparison with Scrapy on Debian's documentation sites served by nginx (both
-## installed with apt on first use; needs root or sudo), 3 repetitions: results/e2e.{json,md,png}.
-bench: $(STAMP)
+## installed with apt on first use; needs root or sudo), 3 repetitions, ours on the DirectRunner,
+## Prism and an embedded Flink in the same run: results/e2e.{json,md,png}.
+bench: $(STAMP) prism
 	$(VENV)/bin/python -m benchmarks.testbed --full
 	$(VENV)/bin/python -m benchmarks.e2e --repeat 3 --out-dir results
 

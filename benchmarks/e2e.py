@@ -7,9 +7,13 @@ For every regime and repetition, each crawler gets a fresh nginx (its own access
 same sites on the same loopback hosts, the same seeds, delay, per-host concurrency and page cap,
 and runs as a separate process whose CPU time and peak RSS come from ``wait4``. Our crawler runs
 as a user would run it, ``crawler crawl URL...``: it starts its local stack (the Pub/Sub,
-Bigtable and GCS emulators) and runs the streaming pipeline on the DirectRunner; the emulators'
-CPU is reported beside the pipeline's. Everything else is measured at the server: pages, the
-crawling window, duplicates, disallowed fetches, concurrency, gaps, robots.txt first.
+Bigtable and GCS emulators) and runs the streaming pipeline on each local runner in turn
+(``ours``: the DirectRunner, ``ours-prism``: Beam's Prism, ``ours-flink``: an embedded Flink;
+``--crawlers`` picks); the emulators' CPU is reported beside the pipeline's. Peak RSS is given
+twice: the crawler process's (``wait4``) and the sum over its process group, sampled every
+0.2 s (the crawler plus the Prism or Flink processes it started). Everything else is measured
+at the server: pages, the crawling window, duplicates, disallowed fetches, concurrency, gaps,
+robots.txt first.
 
 Regimes: ``unthrottled`` (no delay, one request at a time per host), ``unthrottled-c4`` (four
 at a time), ``polite`` (delay d on H hosts, whose ideal is H/d pages/s; one host's robots.txt
@@ -39,7 +43,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from benchmarks.e2e_report import CRAWLERS, Regime, markdown, plot, summarize
+from benchmarks.e2e_report import CRAWLERS, RUNNER_FLAGS, Regime, markdown, plot, summarize
 from benchmarks.scrapy_run import USER_AGENT as SCRAPY_AGENT
 from benchmarks.server_metrics import crawl_metrics, pages_over_time
 from benchmarks.testbed import (
@@ -77,6 +81,21 @@ class Usage:
     peak_rss_mb: float
     exit_code: int
     timed_out: bool
+    peak_group_rss_mb: float = 0.0  # the process group's summed RSS, sampled
+
+
+def group_rss_bytes(pgid: int) -> int:
+    """The summed resident set of every live process in process group ``pgid``."""
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid:  # state, ppid, pgrp, ...; rss is field 24 (index 21 here)
+            total += int(fields[21]) * page
+    return total
 
 
 def run_measured(cmd: Sequence[str], log: Path, timeout: float,
@@ -89,11 +108,16 @@ def run_measured(cmd: Sequence[str], log: Path, timeout: float,
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=cwd, start_new_session=True)
     timed_out = False
+    peak_group = 0
+    next_sample = 0.0
     try:
         while True:
             pid, status, usage = os.wait4(proc.pid, os.WNOHANG)
             if pid:
                 break
+            if time.monotonic() >= next_sample:
+                peak_group = max(peak_group, group_rss_bytes(proc.pid))
+                next_sample = time.monotonic() + 0.2
             if time.monotonic() - started > timeout and not timed_out:
                 timed_out = True
                 os.killpg(proc.pid, signal.SIGINT)
@@ -106,7 +130,8 @@ def run_measured(cmd: Sequence[str], log: Path, timeout: float,
         raise
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Usage(round(time.monotonic() - started, 3), round(usage.ru_utime + usage.ru_stime, 3),
-                 round(usage.ru_maxrss / 1024, 1), proc.returncode, timed_out)
+                 round(usage.ru_maxrss / 1024, 1), proc.returncode, timed_out,
+                 round(max(peak_group / 2**20, usage.ru_maxrss / 1024), 1))
 
 
 def group_cpu_seconds(pgids: Sequence[int]) -> float:
@@ -175,7 +200,8 @@ def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Pa
         else:
             state = run_dir / "state"
             try:
-                usage = run_measured([*ours_command(regime, seeds, run_dir), *ours_args],
+                usage = run_measured([*ours_command(regime, seeds, run_dir),
+                                      *RUNNER_FLAGS[crawler], *ours_args],
                                      run_dir / "ours.log", regime.timeout)
             finally:
                 stack_cpu = _stop_stack(state)
@@ -185,7 +211,7 @@ def run_once(crawler: str, regime: Regime, hosted: list[HostedSite], run_dir: Pa
     metrics = crawl_metrics(requests, robots, agent.split("/", 1)[0])
     return {"crawler": crawler, "regime": regime.name, "usage": asdict(usage),
             "stack_cpu_s": round(stack_cpu, 3), "metrics": metrics.to_json(),
-            "loop_latency": loop_latency_of(run_dir / "ours.log") if crawler == "ours" else "",
+            "loop_latency": loop_latency_of(run_dir / "ours.log") if crawler != "scrapy" else "",
             "cpu_per_page_ms": round(1000 * usage.cpu_s / metrics.pages, 3) if metrics.pages
             else None,
             "timeline": pages_over_time(requests, launched)}
@@ -227,7 +253,8 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
     parser.add_argument("--work-dir", help="nginx and crawler state (default: a temp folder)")
     parser.add_argument("--regimes", default="unthrottled,unthrottled-c4,polite,site",
                         help="comma-separated")
-    parser.add_argument("--crawlers", default=",".join(CRAWLERS))
+    parser.add_argument("--crawlers", default=",".join(CRAWLERS),
+                        help="comma-separated, of " + ", ".join(CRAWLERS))
     parser.add_argument("--smoke", action="store_true", help="two small generated hosts")
     parser.add_argument("--ours-arg", action="append", default=[], metavar="FLAG",
                         help="an extra pipeline flag for our crawler, e.g. "
@@ -262,9 +289,10 @@ def main(argv: list[str] | None = None, progress: Callable[[str], None] = print
                 run["rep"] = rep
                 runs.append(run)
                 m, u = run["metrics"], run["usage"]
-                progress(f"{regime.name} #{rep} {crawler:6}: {m['pages']} pages, "
+                progress(f"{regime.name} #{rep} {crawler:10}: {m['pages']} pages, "
                          f"{m['pages_per_s']:.1f} pages/s while crawling, wall {u['wall_s']:.1f} s,"
-                         f" CPU {u['cpu_s']:.1f} s, RSS {u['peak_rss_mb']:.0f} MB, "
+                         f" CPU {u['cpu_s']:.1f} s, RSS {u['peak_rss_mb']:.0f} MB "
+                         f"({u['peak_group_rss_mb']:.0f} with its children), "
                          f"dup {m['duplicates']}, disallowed {m['disallowed']}, "
                          f"max conc {m['max_concurrent']}, idle {m['max_idle_share']:.3f}, "
                          f"exit {u['exit_code']}"

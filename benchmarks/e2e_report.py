@@ -9,7 +9,16 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-CRAWLERS = ("scrapy", "ours")
+CRAWLERS = ("scrapy", "ours", "ours-prism", "ours-flink")
+# Our crawler on each local runner (``crawler crawl --runner=...``); "ours" is the DirectRunner.
+RUNNER_FLAGS: dict[str, tuple[str, ...]] = {
+    "ours": ("--runner=DirectRunner",),
+    "ours-prism": ("--runner=PrismRunner",),
+    "ours-flink": ("--runner=FlinkRunner", "--flink_master=[local]"),
+}
+LABELS = {"scrapy": "Scrapy", "ours": "ours (DirectRunner)", "ours-prism": "ours (Prism)",
+          "ours-flink": "ours (Flink)"}
+OURS = tuple(RUNNER_FLAGS)
 
 
 @dataclass(frozen=True)
@@ -57,6 +66,9 @@ def summarize(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], hosts: 
                 "stack_cpu_per_page_ms": _stats([1000 * r["stack_cpu_s"] / max(1, x["pages"])
                                                  for x, r in zip(m, mine, strict=True)]),
                 "peak_rss_mb": _stats([r["usage"]["peak_rss_mb"] for r in mine]),
+                # The crawler and every process it started (Prism, Flink's JVMs), summed.
+                "peak_group_rss_mb": _stats([r["usage"].get("peak_group_rss_mb")
+                                             or r["usage"]["peak_rss_mb"] for r in mine]),
                 "duplicates": max(x["duplicates"] for x in m),
                 "disallowed": max(x["disallowed"] for x in m),
                 "max_concurrent": max(x["max_concurrent"] for x in m),
@@ -76,6 +88,18 @@ def summarize(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], hosts: 
             ours, peer = per["ours"], per["scrapy"]
             per["ratio_pages_per_s"] = _ratio(ours["pages_per_s"], peer["pages_per_s"])
             per["ratio_cpu_per_page"] = _ratio(ours["cpu_per_page_ms"], peer["cpu_per_page_ms"])
+        # Each runner against Scrapy, and the other runners against the DirectRunner.
+        per["vs_scrapy"] = {
+            c: {"pages_per_s": _ratio(per[c]["pages_per_s"], per["scrapy"]["pages_per_s"]),
+                "cpu_per_page": _ratio(per[c]["cpu_per_page_ms"],
+                                       per["scrapy"]["cpu_per_page_ms"])}
+            for c in OURS if c in per and "scrapy" in per}
+        per["vs_direct"] = {
+            c: {"pages_per_s": _ratio(per[c]["pages_per_s"], per["ours"]["pages_per_s"]),
+                "cpu_per_page": _ratio(per[c]["cpu_per_page_ms"], per["ours"]["cpu_per_page_ms"]),
+                "peak_group_rss": _ratio(per[c]["peak_group_rss_mb"],
+                                         per["ours"]["peak_group_rss_mb"])}
+            for c in OURS[1:] if c in per and "ours" in per}
         per["regime"] = asdict(regime) | {"bound_pages_per_s": bound}
         out[regime.name] = per
     return out
@@ -89,11 +113,17 @@ def _fmt(s: dict[str, float], digits: int = 1) -> str:
     return (f"{s['median']:,.{digits}f} ({s['min']:,.{digits}f}..{s['max']:,.{digits}f})")
 
 
+def _present(per: dict[str, Any]) -> list[str]:
+    return [c for c in CRAWLERS if c in per]
+
+
 def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
     lines = [f"Run {meta['date']} on {meta['machine']}; {meta['repeat']} repetitions, median "
              f"(min..max); sites: {', '.join(meta['sites'])}.", ""]
     for name, per in summary.items():
         regime = per["regime"]
+        crawlers = _present(per)
+        ours = [c for c in crawlers if c in OURS]
         head = (f"**{name}**: delay {regime['delay']:g} s, {regime['concurrency']} request(s) "
                 f"per host, cap {regime['max_pages']} pages")
         if regime.get("sites"):
@@ -102,23 +132,31 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             head += f", ours with --scope {regime['scope']}"
         if regime["bound_pages_per_s"]:
             head += f", bound H/d = {regime['bound_pages_per_s']:g} pages/s"
-        lines += [head, "", "| | Scrapy | ours | ours / Scrapy |", "|---|---|---|---|"]
-
+        ratio_head = " / ".join(LABELS[c].removeprefix("ours ").strip("()") if len(ours) > 1
+                                else "ours" for c in ours) + " vs Scrapy"
+        labels = [LABELS[c] if len(ours) > 1 else c.replace("scrapy", "Scrapy") for c in crawlers]
+        lines += [head, "", f"| | {' | '.join(labels)} | {ratio_head} |",
+                  "|---|" + "---|" * (len(crawlers) + 1)]
         lines.append(_row(per, "pages fetched", "pages", 0))
-        lines.append(_row(per, "pages/s while crawling", "pages_per_s", 1, "ratio_pages_per_s"))
+        lines.append(_row(per, "pages/s while crawling", "pages_per_s", 1, "pages_per_s"))
         if regime["bound_pages_per_s"]:
             lines.append("| % of H/d | " + " | ".join(
-                f"{per[c]['percent_of_bound']}%" if c in per else "-" for c in CRAWLERS) + " | |")
+                f"{per[c]['percent_of_bound']}%" for c in crawlers) + " | |")
         lines.append(_row(per, "wall time incl. start-up, s", "wall_s", 1))
         lines.append(_row(per, "pages/s over wall time", "pages_per_wall_s", 1))
         lines.append(_row(per, "CPU ms/page (crawler process)", "cpu_per_page_ms", 2,
-                          "ratio_cpu_per_page"))
+                          "cpu_per_page"))
         lines.append(_row(per, "CPU ms/page (emulators)", "stack_cpu_per_page_ms", 2))
         lines.append(_row(per, "peak RSS, MB", "peak_rss_mb", 0))
+        if len(ours) > 1:
+            lines.append(_row(per, "peak RSS with the runner's processes, MB",
+                              "peak_group_rss_mb", 0))
         lines.append(_row(per, "idle share of the busiest host's span", "idle_share", 3))
-        if "ours" in per and any(per["ours"]["loop_latency"]):
-            lines.append("| ours: loop latency, per run | | "
-                         + "; ".join(x for x in per["ours"]["loop_latency"] if x) + " | |")
+        for c in ours:
+            if any(per[c]["loop_latency"]):
+                lines.append(f"| {LABELS[c] if len(ours) > 1 else 'ours'}: loop latency, per run"
+                             " | " + "; ".join(x for x in per[c]["loop_latency"] if x)
+                             + " |" * len(crawlers))
         for label, key in (("duplicate fetches", "duplicates"),
                            ("disallowed fetches", "disallowed"),
                            ("max concurrent per host", "max_concurrent"),
@@ -126,16 +164,24 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
                            ("robots.txt first", "robots_first"),
                            ("failed or timed-out runs", "failed_runs")):
             lines.append(f"| {label} (worst run) | " + " | ".join(
-                _cell(per[c][key]) if c in per else "-" for c in CRAWLERS) + " | |")
+                _cell(per[c][key]) for c in crawlers) + " | |")
+        if per.get("vs_direct"):
+            lines.append("")
+            lines.append("Against the DirectRunner (median / median): " + "; ".join(
+                f"{LABELS[c]}: pages/s {_ratio_cell(r['pages_per_s'])}, CPU/page "
+                f"{_ratio_cell(r['cpu_per_page'])}, peak RSS with the runner "
+                f"{_ratio_cell(r['peak_group_rss'])}" for c, r in per["vs_direct"].items()))
         lines.append("")
     return "\n".join(lines)
 
 
 def _row(per: dict[str, Any], label: str, key: str, digits: int, ratio: str | None = None
          ) -> str:
-    cells = [_fmt(per[c][key], digits) if c in per else "-" for c in CRAWLERS]
-    last = "" if ratio is None else _ratio_cell(per.get(ratio))
-    return f"| {label} | {cells[0]} | {cells[1]} | {last} |"
+    crawlers = _present(per)
+    cells = [_fmt(per[c][key], digits) for c in crawlers]
+    last = "" if ratio is None else " / ".join(
+        _ratio_cell(r[ratio]) for r in per.get("vs_scrapy", {}).values())
+    return f"| {label} | {' | '.join(cells)} | {last} |"
 
 
 def _cell(value: object) -> str:
@@ -154,7 +200,8 @@ def plot(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], path: Path) 
     import matplotlib.pyplot as plt
 
     fig, axes = plt.subplots(1, len(regimes), figsize=(6 * len(regimes), 4), squeeze=False)
-    colors = {"scrapy": "tab:orange", "ours": "tab:blue"}
+    colors = {"scrapy": "tab:orange", "ours": "tab:blue", "ours-prism": "tab:green",
+              "ours-flink": "tab:purple"}
     for ax, regime in zip(axes[0], regimes, strict=True):
         for crawler in CRAWLERS:
             for i, run in enumerate(r for r in runs if r["crawler"] == crawler
@@ -162,7 +209,7 @@ def plot(runs: Sequence[dict[str, Any]], regimes: Sequence[Regime], path: Path) 
                 xs = [t for t, _ in run["timeline"]]
                 ys = [n for _, n in run["timeline"]]
                 ax.plot(xs, ys, color=colors[crawler], alpha=0.8,
-                        label=("Scrapy" if crawler == "scrapy" else "ours") if i == 0 else None)
+                        label=LABELS[crawler] if i == 0 else None)
         ax.set_title(f"{regime.name}: delay {regime.delay:g} s, cap {regime.max_pages}")
         ax.set_xlabel("seconds since the crawler was launched")
         ax.set_ylabel("pages fetched (nginx log)")

@@ -153,7 +153,8 @@ def build_pipeline(p: beam.Pipeline, options: CrawlerOptions,
         read: beam.PTransform = ReadFromPubSub(subscription=crawler.input_subscription,
                                                with_attributes=True)
     else:
-        read = PullFromPubSub(crawler.input_subscription, readers=crawler.pubsub_readers)
+        read = PullFromPubSub(crawler.input_subscription, readers=crawler.pubsub_readers,
+                              pipeline_acks=options.runs_on_prism())
     messages = p | "ReadFrontier" >> read
     outputs = messages | "Crawl" >> CrawlCore(crawler, store)
     webtable = ((outputs.stored | "PageRows" >> beam.Map(page_write),

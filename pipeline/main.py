@@ -1,6 +1,8 @@
 """Entry point of the pipeline: parse and validate options, build the graph, run it.
 
-Locally (DirectRunner, the default, or FlinkRunner with an embedded Flink,
+Locally (DirectRunner, the default, Beam's Prism, ``--runner=PrismRunner``, built on first use
+and started as a job service for the run, see ``pipeline.runners.prism``, or FlinkRunner with an
+embedded Flink,
 ``--flink_master=[local]``, or a Flink cluster on this machine, ``--flink_master=127.0.0.1:PORT``,
 see ``pipeline.local.flink_submit``) the job runs in streaming mode against whatever the Google
 client libraries point at (the emulators when ``*_EMULATOR_HOST`` is set) until a stopping
@@ -23,13 +25,15 @@ import apache_beam as beam
 from apache_beam.options.pipeline_options import (
     FlinkRunnerOptions,
     PortableOptions,
+    PrismRunnerOptions,
     StandardOptions,
 )
 
 from pipeline.graph import build_pipeline
 from pipeline.local import flink_submit
 from pipeline.local.driver import RunSummary, run_local
-from pipeline.options import CrawlerOptions, validate_local_run
+from pipeline.options import PRISM_RUNNERS, CrawlerOptions, validate_local_run
+from pipeline.runners import prism
 
 LOCAL_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner", "BundleBasedDirectRunner"}
 FLINK_RUNNERS = {"FlinkRunner", "flink"}
@@ -50,6 +54,39 @@ def is_local_flink_cluster(options: CrawlerOptions) -> bool:
     return (options.view_as(StandardOptions).runner in FLINK_RUNNERS
             and flink_submit.is_loopback_master(options.view_as(FlinkRunnerOptions).flink_master)
             and not options.view_as(PortableOptions).job_endpoint)
+
+
+def is_local_prism(options: CrawlerOptions) -> bool:
+    """PrismRunner with no job endpoint: the crawler starts Prism on this machine for the run."""
+    return (options.view_as(StandardOptions).runner in PRISM_RUNNERS
+            and not options.view_as(PortableOptions).job_endpoint)
+
+
+@contextlib.contextmanager
+def local_prism(options: CrawlerOptions, out: TextIO = sys.stdout) -> Iterator[None]:
+    """Starts Prism (``--prism_location``, else the one ``pipeline.runners.prism`` builds) for a
+    local run and points the job at it, its SDK worker in this process (LOOPBACK: the driver
+    reads the fetch service's and the sinks' in-process counters to drain and stop). Without
+    ``go`` (or if the build fails) the run falls back to the DirectRunner, with a notice."""
+    standard = options.view_as(StandardOptions)
+    location = options.view_as(PrismRunnerOptions).prism_location
+    try:
+        binary = Path(location) if location else prism.ensure_prism()
+    except prism.PrismUnavailable as exc:
+        print(f"Prism unavailable ({str(exc).splitlines()[0]}): running on the DirectRunner",
+              file=out, flush=True)
+        standard.runner = "DirectRunner"
+        yield
+        return
+    portable = options.view_as(PortableOptions)
+    if not portable.environment_type:
+        portable.environment_type = "LOOPBACK"
+    with prism.prism_server(binary) as endpoint:
+        portable.job_endpoint = endpoint
+        try:
+            yield
+        finally:
+            portable.job_endpoint = None
 
 
 @contextlib.contextmanager
@@ -87,6 +124,10 @@ def run(argv: list[str] | None = None, out: TextIO = sys.stdout) -> RunSummary |
     if is_local_flink_cluster(options):
         validate_local_run(settings)
         with flink_submit.local_cluster_job(options):
+            return run_local(options, settings, out)
+    if is_local_prism(options):
+        validate_local_run(settings)
+        with local_prism(options, out):
             return run_local(options, settings, out)
     if standard.runner in LOCAL_RUNNERS or is_embedded_flink(options):
         validate_local_run(settings)

@@ -44,6 +44,9 @@ FLINK_STATE_BACKENDS = ("filesystem", "rocksdb")
 NATIVE_PUBSUB_RUNNERS = {None, "DirectRunner", "direct", "SwitchingDirectRunner",
                          "BundleBasedDirectRunner", "DataflowRunner", "dataflow",
                          "TestDataflowRunner"}
+# Prism keeps its state in memory and finalizes each bundle right after it (no durable
+# checkpoint first), so its jobs acknowledge Pub/Sub messages from the pipeline (transforms.acks).
+PRISM_RUNNERS = {"PrismRunner", "prism"}
 
 
 def parse_bool(text: str) -> bool:
@@ -280,6 +283,13 @@ class CrawlerOptions(PipelineOptions):
         runner = values.get("runner")
         name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
         return name in NATIVE_PUBSUB_RUNNERS
+
+    def runs_on_prism(self) -> bool:
+        """Whether ``--runner`` is Beam's Prism runner (its frontier reader leaves acknowledgement
+        to the pipeline, ``PullFromPubSub(pipeline_acks=True)``)."""
+        runner = self.get_all_options().get("runner")
+        name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
+        return name in PRISM_RUNNERS
 
 
 def validate_local_run(settings: CrawlSettings) -> None:

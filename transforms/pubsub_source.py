@@ -21,6 +21,12 @@ Timeline of one message:
 Acknowledging is idempotent (acking an id twice, or an expired id, is harmless), and a
 message whose bundle is never finalized stops being extended after ``max_lease_seconds`` and is
 redelivered.
+
+With ``pipeline_acks`` (Prism: it keeps state in memory and finalizes each bundle right after
+it, with no durable checkpoint in between, so a finalizer ack would lose a killed run's
+messages) the reader never acknowledges: each message carries its ack id as the
+``crawler-ack-id`` attribute, its lease is kept (``transforms.stores.pubsub.subscription_leases``)
+and ``transforms.acks`` acknowledges it once its URLs' rows are written, as on the DirectRunner.
 """
 
 from __future__ import annotations
@@ -39,21 +45,25 @@ from apache_beam.transforms.window import TimestampedValue
 from apache_beam.utils.timestamp import Duration, Timestamp
 
 from transforms import METRICS_NAMESPACE
+from transforms.formats.messages import ACK_ID_ATTRIBUTE
 from transforms.stores.pubsub import (
     AckLeases,
     PulledMessage,
     PullSize,
     leases_for,
     pull_messages,
+    subscription_leases,
 )
 
 _LOG = logging.getLogger(__name__)
 ENDLESS = 2**62  # positions of the endless restriction: one per pull
 
 
-def to_beam_message(m: PulledMessage) -> PubsubMessage:
-    """The same shape ``ReadFromPubSub(with_attributes=True)`` produces."""
-    return PubsubMessage(m.data, m.attributes, message_id=m.message_id,
+def to_beam_message(m: PulledMessage, with_ack_id: bool = False) -> PubsubMessage:
+    """The same shape ``ReadFromPubSub(with_attributes=True)`` produces; ``with_ack_id`` adds
+    the ack id as the ``ACK_ID_ATTRIBUTE`` (the pipeline then acknowledges, transforms.acks)."""
+    attributes = dict(m.attributes, **{ACK_ID_ATTRIBUTE: m.ack_id}) if with_ack_id else m.attributes
+    return PubsubMessage(m.data, attributes, message_id=m.message_id,
                          publish_time=Timestamp.of(m.publish_time))
 
 
@@ -100,8 +110,21 @@ class _PullMessagesFn(beam.DoFn):
         """Closes this reader's client; the process-wide lease keeper stays, as other readers
         and finalizers of the process share it."""
         if self._subscriber is not None:
-            self._subscriber.close()
-            self._subscriber = None
+            subscriber, self._subscriber = self._subscriber, None
+            subscriber.close()
+
+    def _pull(self) -> list[PulledMessage]:
+        """One pull. A pull cut off because the worker tears this reader down (a cancelled job
+        closes the client under it) returns nothing: its messages were never delivered."""
+        from google.api_core import exceptions
+
+        subscriber = self._subscriber
+        try:
+            return pull_messages(subscriber, self._subscription, self._pull_size, self._wait)
+        except (exceptions.Cancelled, ValueError):
+            if self._subscriber is None:  # closed by teardown meanwhile
+                return []
+            raise
 
     @beam.DoFn.unbounded_per_element()
     def process(
@@ -116,8 +139,7 @@ class _PullMessagesFn(beam.DoFn):
         if not tracker.try_claim(position):
             return
         assert self._leases is not None
-        messages = pull_messages(self._subscriber, self._subscription, self._pull_size,
-                                 self._wait)
+        messages = self._pull()
         now = Timestamp.now()
         if messages:
             ack_ids = [m.ack_id for m in messages]
@@ -134,6 +156,45 @@ class _PullMessagesFn(beam.DoFn):
         tracker.defer_remainder(Duration(seconds=0 if messages else self._poll))
 
 
+class _PullLeavingAcksFn(_PullMessagesFn):
+    """Pulls and emits with the ack id attached; never acknowledges: the pipeline does, once a
+    message's URLs are recorded (``transforms.acks``). No bundle finalizer, so it suits runners
+    whose finalization is not tied to durable state (Prism finalizes right after the bundle)."""
+
+    def setup(self) -> None:
+        from google.cloud import pubsub_v1
+
+        self._subscriber = pubsub_v1.SubscriberClient()
+        self._pull_size = PullSize(self._max_messages)
+        # The process-wide keeper that AcknowledgeMessages acks through (ACK_DEADLINE_SECONDS).
+        self._leases = subscription_leases(self._subscription)
+
+    @beam.DoFn.unbounded_per_element()
+    def process(
+        self,
+        reader: int,
+        tracker=beam.DoFn.RestrictionParam(_EndlessRestrictionProvider()),
+        watermark=beam.DoFn.WatermarkEstimatorParam(
+            ManualWatermarkEstimator.default_provider()),
+    ) -> Iterator[TimestampedValue]:
+        position = tracker.current_restriction().start
+        if not tracker.try_claim(position):
+            return
+        assert self._leases is not None
+        messages = self._pull()
+        now = Timestamp.now()
+        if messages:
+            self._leases.hold((m.ack_id for m in messages), set_deadline=True)
+            self._pulled.inc(len(messages))
+            self._batch.update(len(messages))
+            for m in messages:
+                yield TimestampedValue(to_beam_message(m, with_ack_id=True), now)
+        current = watermark.current_watermark()
+        if current is None or now > current:
+            watermark.set_watermark(now)
+        tracker.defer_remainder(Duration(seconds=0 if messages else self._poll))
+
+
 class PullFromPubSub(beam.PTransform):
     """Reads ``PubsubMessage``s (data and attributes) from a subscription on any runner.
 
@@ -144,19 +205,22 @@ class PullFromPubSub(beam.PTransform):
         poll_seconds: Pause after an empty pull.
         wait_seconds: Longest a pull waits for messages.
         ack_deadline_seconds: Ack deadline the lease keeper renews while a bundle is open.
+        pipeline_acks: Do not acknowledge after the bundle: attach the ack id
+            (``ACK_ID_ATTRIBUTE``) and leave acknowledgement to ``transforms.acks``.
     """
 
     def __init__(self, subscription: str, readers: int = 1, max_messages: int = 500,
                  poll_seconds: float = 0.2, wait_seconds: float = 1.0,
-                 ack_deadline_seconds: int = 60) -> None:
+                 ack_deadline_seconds: int = 60, pipeline_acks: bool = False) -> None:
         super().__init__()
         if readers < 1 or max_messages < 1 or poll_seconds < 0 or wait_seconds <= 0:
             raise ValueError("readers and max_messages must be >= 1, poll_seconds >= 0 and "
                              "wait_seconds > 0")
         self._subscription = subscription
         self._readers = readers
-        self._fn = _PullMessagesFn(subscription, max_messages, poll_seconds, wait_seconds,
-                                   ack_deadline_seconds)
+        fn_class = _PullLeavingAcksFn if pipeline_acks else _PullMessagesFn
+        self._fn = fn_class(subscription, max_messages, poll_seconds, wait_seconds,
+                            ack_deadline_seconds)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (pbegin

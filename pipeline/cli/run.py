@@ -18,7 +18,7 @@ from pipeline.cli.common import state_dir, use_local_stack
 from pipeline.demo.log import crawlable_paths, politeness_report
 from pipeline.demo.site import DemoSite
 from pipeline.local.stack import start_local_stack, stop_local_stack
-from pipeline.main import is_embedded_flink, is_local_flink_cluster, run
+from pipeline.main import is_embedded_flink, is_local_flink_cluster, is_local_prism, run
 from pipeline.ops.seeding import publish_seeds
 from pipeline.options import CrawlerOptions
 from transforms.formats.schema import DEFAULT_TOPIC
@@ -69,9 +69,10 @@ def cmd_seed(args: argparse.Namespace) -> int:
 
 
 def _local_flink(beam_argv: list[str]) -> bool:
-    """FlinkRunner on this machine (embedded, or a local cluster): it reads the local stack."""
+    """Flink or Prism on this machine (embedded, or a local cluster): it reads the local stack."""
     options = CrawlerOptions(beam_argv)
-    return is_embedded_flink(options) or is_local_flink_cluster(options)
+    return (is_embedded_flink(options) or is_local_flink_cluster(options)
+            or is_local_prism(options))
 
 
 def cmd_run(args: argparse.Namespace, beam_argv: list[str]) -> int:

@@ -1,13 +1,17 @@
-"""Durability on the local runner: a ``crawler run`` killed with SIGKILL mid-crawl and started
-again loses nothing and fetches (almost) nothing twice, and a second job against the same
-tables fetches nothing the first one did. Asserted from the demo servers' own request logs,
-across both runs, and from the tables.
+"""Durability on the local runners (the DirectRunner and Prism): a ``crawler run`` killed with
+SIGKILL mid-crawl and started again loses nothing and fetches (almost) nothing twice, and a
+second job against the same tables fetches nothing the first one did. Asserted from the demo
+servers' own request logs, across both runs, and from the tables.
 
 The in-flight allowance: a URL whose request was out when the process died, or whose row had
 not reached the webtable yet (a page waits for its WARC file, so its content was not stored),
 is fetched again by the next run. The test reads the webtable right after the kill and asserts
 that no URL recorded as done then is fetched again, and reports how many were (with
 ``--max_lease_urls=4`` and ``--warc_roll_seconds=1``: about one lease per host).
+
+On Prism nothing is checkpointed and bundles are finalized at once, so the reader leaves
+acknowledgement to the pipeline (as the DirectRunner's does): the kill proves that mechanism, and
+that the Prism the killed driver started ends with it.
 """
 
 from __future__ import annotations
@@ -48,6 +52,35 @@ KILL_AFTER_PAGES = 25  # of the slowest host: the crawl is well under way, far f
 REPO = Path(__file__).resolve().parents[2]
 
 
+RUNNERS = {"direct": [], "prism": ["--runner=PrismRunner"]}
+
+
+def _children(pid: int) -> list[int]:
+    """The processes ``pid`` started (Linux: /proc/PID/task/*/children)."""
+    found: list[int] = []
+    for task in Path(f"/proc/{pid}/task").glob("*"):
+        try:
+            found += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_text(errors="replace").replace("\0", " ")
+    except OSError:
+        return ""
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
 def _gets(site: DemoSite, host: str) -> list:
     return [r for r in site.requests(host) if r.method == "GET"]
 
@@ -63,8 +96,8 @@ def _rows(project: str, instance: str, table: str) -> dict[str, dict[str, dict[s
                                  for f, cols in r.cells.items()} for r in rows}
 
 
-@pytest.fixture(scope="module")
-def killed_and_resumed(local_stack, tmp_path_factory):
+@pytest.fixture(scope="module", params=sorted(RUNNERS))
+def killed_and_resumed(request, local_stack, tmp_path_factory):
     """Crawls the demo site, kills the run with SIGKILL part-way, runs again to the end."""
     suffix = uuid.uuid4().hex[:8]
     topic, subscription, instance = f"dur-{suffix}", f"dur-{suffix}-sub", f"dur-{suffix}"
@@ -78,7 +111,7 @@ def killed_and_resumed(local_stack, tmp_path_factory):
         f"--bigtable_instance={instance}", f"--warc_prefix=gs://{local_stack.bucket}/{suffix}",
         f"--min_delay={MIN_DELAY}", "--idle_timeout=15", "--warc_roll_seconds=1",
         f"--max_lease_urls={LEASE_URLS}", "--frontier_head_size=8", "--retry_delay=0.5",
-        "--allow_private_networks"])
+        "--allow_private_networks", *RUNNERS[request.param]])
     log = tmp_path_factory.mktemp("durability") / "first-run.log"
     try:
         publish_seeds(site.seed_urls(), local_stack.project, topic)
@@ -91,9 +124,17 @@ def killed_and_resumed(local_stack, tmp_path_factory):
                 assert first.poll() is None, log.read_text()[-3000:]
                 assert time.monotonic() < limit, "the first run made no progress"
                 time.sleep(0.05)
+            started_by_run = {c: _cmdline(c) for c in _children(first.pid)}
             first.send_signal(signal.SIGKILL)
             first.wait(timeout=30)
         killed_at = time.time()
+        # Prism dies with the driver that started it (PR_SET_PDEATHSIG): no job of the killed
+        # run goes on pulling messages.
+        while any(_alive(c) for c in started_by_run) and time.time() < killed_at + 10:
+            time.sleep(0.05)
+        assert not any(_alive(c) for c in started_by_run), started_by_run
+        if request.param == "prism":
+            assert any("prism" in cmd for cmd in started_by_run.values()), started_by_run
         before = {h: len(_gets(site, h)) for h in site.hosts}
         # What the tables held when the process died: the URLs recorded as done.
         done_at_kill = {url_from_row_key(key) for key, cells in
