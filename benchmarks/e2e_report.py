@@ -152,11 +152,10 @@ def markdown(summary: dict[str, Any], meta: dict[str, Any]) -> str:
             lines.append(_row(per, "peak RSS with the runner's processes, MB",
                               "peak_group_rss_mb", 0))
         lines.append(_row(per, "idle share of the busiest host's span", "idle_share", 3))
-        for c in ours:
-            if any(per[c]["loop_latency"]):
-                lines.append(f"| {LABELS[c] if len(ours) > 1 else 'ours'}: loop latency, per run"
-                             " | " + "; ".join(x for x in per[c]["loop_latency"] if x)
-                             + " |" * len(crawlers))
+        if any(any(per[c]["loop_latency"]) for c in ours):
+            lines.append("| loop latency, per run | " + " | ".join(
+                "; ".join(x for x in per[c]["loop_latency"] if x) if c in ours else "-"
+                for c in crawlers) + " | |")
         for label, key in (("duplicate fetches", "duplicates"),
                            ("disallowed fetches", "disallowed"),
                            ("max concurrent per host", "max_concurrent"),

@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out-dir", default="results")
     parser.add_argument("--rate", type=int, default=200, help="py-spy samples per second")
+    parser.add_argument("--ours-arg", action="append", default=[], metavar="FLAG",
+                        help="an extra pipeline flag, e.g. --ours-arg=--runner=PrismRunner")
     args = parser.parse_args(argv)
     py_spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
     out = Path(args.out_dir)
@@ -99,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     raw = out / "profile.txt"
     try:
         with Testbed(hosted, work / "nginx"):
-            cmd = ours_command(regime, [h.seed_url for h in hosted], work)
+            cmd = [*ours_command(regime, [h.seed_url for h in hosted], work), *args.ours_arg]
             subprocess.run([py_spy, "record", "--format", "raw", "--rate", str(args.rate),
                             "--nonblocking", "-o", str(raw), "--", *cmd], cwd=REPO, check=True,
                            stdout=subprocess.DEVNULL)
@@ -111,7 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     header = (f"py-spy, {args.rate} samples/s of the pipeline process (threads that are not "
               f"idle, py-spy's default, so shares approximate CPU time) during `crawler crawl` "
               f"of the {len(hosted)} documentation sites, "
-              f"regime {regime.name}, cap {regime.max_pages} pages; {total:,} samples.")
+              f"regime {regime.name}, cap {regime.max_pages} pages"
+              + (f", flags {' '.join(args.ours_arg)}" if args.ours_arg else "")
+              + f"; {total:,} samples.")
     text = markdown(total, stages, functions, header)
     (out / "profile.md").write_text(text)
     print(text)

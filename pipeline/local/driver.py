@@ -248,20 +248,29 @@ def run_local(options: CrawlerOptions, settings: CrawlSettings, out: TextIO = sy
         runner_queues.skip_empty_bundles(False)
 
 
-def _drain(timeout: float = 120.0, settle: float = 1.0) -> bool:
+def _drain(timeout: float = 120.0, settle: float = 1.0, stuck: float = 20.0) -> bool:
     """Stops new leases, then waits until no lease is out or uncollected and every result the
     frontier emitted has its row (``transforms.frontier.drain``), steadily for ``settle`` seconds,
     so the tables hold everything fetched and a later job fetches none of it again. Returns False if
-    ``timeout`` passed first."""
+    ``timeout`` passed first, or if nothing moved for ``stuck`` seconds with no lease out (Prism
+    can leave a few results pending downstream until new input arrives, which a stopping run
+    never sends; their URLs stay ``queued`` in the webtable and the next run fetches them)."""
     fetch_service.pause_leases()
     limit = time.monotonic() + timeout
     steady_since = None
+    last: tuple[int, int, int] | None = None
+    moved_at = time.monotonic()
     while time.monotonic() < limit:
-        idle = (fetch_service.leases_outstanding() == 0 and drain.unsettled() <= 0
-                and unwritten_rows() == 0)
+        leases, unsettled, unwritten = (fetch_service.leases_outstanding(), drain.unsettled(),
+                                        unwritten_rows())
+        idle = leases == 0 and unsettled <= 0 and unwritten == 0
         now = time.monotonic()
+        if (leases, unsettled, unwritten) != last:
+            last, moved_at = (leases, unsettled, unwritten), now
         if not idle:
             steady_since = None
+            if leases == 0 and now - moved_at >= stuck:
+                break
         elif steady_since is None:
             steady_since = now
         elif now - steady_since >= settle:
@@ -330,7 +339,9 @@ def _drive(result, settings: CrawlSettings, out: TextIO, poll_seconds: float) ->
             last_snapshot, last_change = snapshot, now
         if settings.max_pages and totals["fetched"] >= settings.max_pages:
             reason = f"reached --max_pages {settings.max_pages}"
-            _drain()
+            # Nothing moving for two roll periods (the WARC and export files are written on
+            # their timers) means what is left will not come.
+            _drain(stuck=10 + 2 * max(settings.warc_roll_seconds, settings.export_roll_seconds))
             break
         if (totals.hosts and totals.idle and now - last_change >= settings.idle_timeout
                 and unwritten_rows() == 0  # the export files are written

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import time
 
 from pipeline.local.driver import HostRow, Totals, format_progress, format_summary, totals_of
 from transforms.core.records import HostStats
@@ -215,3 +216,27 @@ def test_summary_shows_the_scope_and_the_loop_latency_over_every_host():
     quiet = format_summary(HOSTS, totals_of(HOSTS), elapsed=1.0, reason="idle")
     assert re.search(r"scope\s+any \(0 links out of scope\)$", quiet, re.M)
     assert "no link came through the loop" in quiet
+
+
+def _counters(monkeypatch, unsettled):
+    from pipeline.local import driver
+
+    monkeypatch.setattr(driver.fetch_service, "pause_leases", lambda: None)
+    monkeypatch.setattr(driver.fetch_service, "leases_outstanding", lambda: 0)
+    monkeypatch.setattr(driver.drain, "unsettled", unsettled)
+    monkeypatch.setattr(driver, "unwritten_rows", lambda: 0)
+    return driver
+
+
+def test_the_drain_stops_waiting_once_nothing_has_moved_for_the_stuck_period(monkeypatch):
+    driver = _counters(monkeypatch, lambda: 3)  # three results whose rows never come
+    started = time.monotonic()
+    assert driver._drain(timeout=30, settle=0.1, stuck=0.5) is False
+    assert 0.5 <= time.monotonic() - started < 3
+
+
+def test_the_drain_waits_while_rows_keep_coming_and_ends_when_all_are_written(monkeypatch):
+    left = iter([9, 9, 8, 8, 7, 6, 6, 5, 4, 3, 2, 1] + [0] * 100)
+    driver = _counters(monkeypatch, lambda: next(left))
+    # Each value holds for 0.1 s (one poll) at most twice, less than ``stuck``: never cut short.
+    assert driver._drain(timeout=30, settle=0.3, stuck=0.5) is True
