@@ -19,8 +19,9 @@ def test_the_benchmark_compares_both_crawlers_and_writes_json_markdown_and_a_plo
     assert find_nginx(), "nginx is installed by `make test` (python -m benchmarks.testbed)"
     out = tmp_path / "results"
     lines: list[str] = []
-    result = main(["--smoke", "--repeat", "1", "--no-install", "--out-dir", str(out),
-                   "--work-dir", str(tmp_path / "work")], progress=lines.append)
+    result = main(["--smoke", "--repeat", "1", "--no-install", "--crawlers", "scrapy,ours",
+                   "--out-dir", str(out), "--work-dir", str(tmp_path / "work")],
+                  progress=lines.append)
     written = json.loads((out / "e2e.json").read_text())
     assert written["summary"] == json.loads(json.dumps(result["summary"]))
     assert len(written["runs"]) == 2 * len(SMOKE_REGIMES)
@@ -60,3 +61,30 @@ def processes_mentioning(text: str) -> list[str]:
         if text in args:
             found.append(args)
     return found
+
+
+def test_the_benchmark_runs_our_crawler_on_prism_and_counts_its_processes(tmp_path):
+    """``make bench`` compares the local runners: ours on Prism, measured like the others, with
+    the Prism process it starts in its peak RSS."""
+    out = tmp_path / "results"
+    result = main(["--smoke", "--repeat", "1", "--no-install", "--regimes", "polite",
+                   "--crawlers", "ours,ours-prism", "--out-dir", str(out),
+                   "--work-dir", str(tmp_path / "work")], progress=lambda line: None)
+    runs = {run["crawler"]: run for run in result["runs"]}
+    assert set(runs) == {"ours", "ours-prism"}
+    prism, direct = runs["ours-prism"], runs["ours"]
+    for run in (prism, direct):
+        m = run["metrics"]
+        assert run["usage"]["exit_code"] == 0 and not run["usage"]["timed_out"], run["crawler"]
+        assert m["pages"] >= 25 and m["duplicates"] == 0 and m["disallowed"] == 0
+        assert m["robots_first"] and m["max_concurrent"] == 1
+    # Prism is a separate process of the crawler's group: the group's peak counts it too.
+    assert prism["usage"]["peak_group_rss_mb"] > prism["usage"]["peak_rss_mb"] + 20
+    assert "Prism unavailable" not in (tmp_path / "work" / "polite-1-ours-prism" / "ours.log"
+                                       ).read_text()
+    polite = result["summary"]["polite"]
+    assert set(polite["vs_direct"]) == {"ours-prism"}
+    assert polite["vs_direct"]["ours-prism"]["pages_per_s"] > 0
+    table = (out / "e2e.md").read_text()
+    assert "| | ours (DirectRunner) | ours (Prism) |" in table
+    assert "Against the DirectRunner" in table

@@ -146,3 +146,23 @@ def test_summary_gives_medians_ranges_ratios_and_the_share_of_the_bound():
     table = markdown({"polite": s}, {"date": "d", "machine": "m", "repeat": 3, "sites": ["x"]})
     assert "| pages/s while crawling | 9.0 (8.0..10.0) | 9.5 (9.5..9.8) | 1.06x |" in table
     assert "| % of H/d | 90.0% | 95.0% | |" in table
+
+
+def test_the_runners_sit_side_by_side_with_ratios_to_scrapy_and_to_the_direct_runner():
+    polite = Regime("polite", 0.2, 1, 100, 60)
+    runs = [run("scrapy", "polite", 90, 10.0, 9.0, 0.5), run("ours", "polite", 100, 10.0, 5.0, 0.5),
+            run("ours-prism", "polite", 100, 5.0, 10.0, 0.5),
+            run("ours-flink", "polite", 50, 10.0, 2.5, 0.5)]
+    runs[2]["usage"]["peak_group_rss_mb"] = 300.0  # Prism's process counted with the crawler's
+    s = summarize(runs, [polite], hosts=2)["polite"]
+    assert s["vs_scrapy"]["ours-prism"]["pages_per_s"] == pytest.approx(20 / 9, abs=1e-3)
+    assert s["vs_direct"]["ours-prism"] == {"pages_per_s": 2.0, "cpu_per_page": 2.0,
+                                            "peak_group_rss": 3.0}
+    assert s["vs_direct"]["ours-flink"]["pages_per_s"] == 0.5
+    assert s["ours"]["peak_group_rss_mb"]["median"] == 100.0  # no group figure: the process's
+    table = markdown({"polite": s}, {"date": "d", "machine": "m", "repeat": 1, "sites": ["x"]})
+    assert ("| | Scrapy | ours (DirectRunner) | ours (Prism) | ours (Flink) | "
+            "DirectRunner / Prism / Flink vs Scrapy |") in table
+    assert ("| pages/s while crawling | 9.0 (9.0..9.0) | 10.0 (10.0..10.0) | 20.0 (20.0..20.0) | "
+            "5.0 (5.0..5.0) | 1.11x / 2.22x / 0.56x |") in table
+    assert "ours (Prism): pages/s 2.00x, CPU/page 2.00x, peak RSS with the runner 3.00x" in table
