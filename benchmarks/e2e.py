@@ -82,20 +82,25 @@ class Usage:
     exit_code: int
     timed_out: bool
     peak_group_rss_mb: float = 0.0  # the process group's summed RSS, sampled
+    peak_children_rss_mb: float = 0.0  # the same less the process's own (Prism, Flink's JVMs)
 
 
-def group_rss_bytes(pgid: int) -> int:
-    """The summed resident set of every live process in process group ``pgid``."""
+def group_rss_bytes(pgid: int) -> tuple[int, int]:
+    """The summed resident set of every live process in process group ``pgid``, and that of
+    the group's leader (process ``pgid``) alone."""
     page = os.sysconf("SC_PAGE_SIZE")
-    total = 0
+    total = leader = 0
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             fields = stat.read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue
         if int(fields[2]) == pgid:  # state, ppid, pgrp, ...; rss is field 24 (index 21 here)
-            total += int(fields[21]) * page
-    return total
+            rss = int(fields[21]) * page
+            total += rss
+            if stat.parent.name == str(pgid):
+                leader = rss
+    return total, leader
 
 
 def run_measured(cmd: Sequence[str], log: Path, timeout: float,
@@ -108,7 +113,7 @@ def run_measured(cmd: Sequence[str], log: Path, timeout: float,
         proc = subprocess.Popen(list(cmd), stdout=out, stderr=subprocess.STDOUT, env=env,
                                 cwd=cwd, start_new_session=True)
     timed_out = False
-    peak_group = 0
+    peak_group = peak_children = 0
     next_sample = 0.0
     try:
         while True:
@@ -116,7 +121,9 @@ def run_measured(cmd: Sequence[str], log: Path, timeout: float,
             if pid:
                 break
             if time.monotonic() >= next_sample:
-                peak_group = max(peak_group, group_rss_bytes(proc.pid))
+                total, own = group_rss_bytes(proc.pid)
+                peak_group = max(peak_group, total)
+                peak_children = max(peak_children, total - own)
                 next_sample = time.monotonic() + 0.2
             if time.monotonic() - started > timeout and not timed_out:
                 timed_out = True
@@ -131,7 +138,8 @@ def run_measured(cmd: Sequence[str], log: Path, timeout: float,
     proc.returncode = os.waitstatus_to_exitcode(status)
     return Usage(round(time.monotonic() - started, 3), round(usage.ru_utime + usage.ru_stime, 3),
                  round(usage.ru_maxrss / 1024, 1), proc.returncode, timed_out,
-                 round(max(peak_group / 2**20, usage.ru_maxrss / 1024), 1))
+                 round(max(peak_group / 2**20, usage.ru_maxrss / 1024), 1),
+                 round(peak_children / 2**20, 1))
 
 
 def group_cpu_seconds(pgids: Sequence[int]) -> float:
