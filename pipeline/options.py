@@ -280,16 +280,17 @@ class CrawlerOptions(PipelineOptions):
         choice = values["pubsub_source"]
         if choice != "auto":
             return bool(choice == "native")
-        runner = values.get("runner")
-        name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
-        return name in NATIVE_PUBSUB_RUNNERS
+        return self._runner_name() in NATIVE_PUBSUB_RUNNERS
 
     def runs_on_prism(self) -> bool:
         """Whether ``--runner`` is Beam's Prism runner (its frontier reader leaves acknowledgement
         to the pipeline, ``PullFromPubSub(pipeline_acks=True)``)."""
+        return self._runner_name() in PRISM_RUNNERS
+
+    def _runner_name(self) -> str | None:
+        """``--runner`` as a name (a runner object given in code: its class's)."""
         runner = self.get_all_options().get("runner")
-        name = runner if isinstance(runner, str) or runner is None else type(runner).__name__
-        return name in PRISM_RUNNERS
+        return runner if isinstance(runner, str) or runner is None else type(runner).__name__
 
 
 def validate_local_run(settings: CrawlSettings) -> None:

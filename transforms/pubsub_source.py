@@ -84,11 +84,14 @@ class _EndlessRestrictionProvider(RestrictionProvider):
 
 
 class _PullMessagesFn(beam.DoFn):
-    """Pulls, emits, and acknowledges after the runner's checkpoint (see the module docstring)."""
+    """Pulls, emits, and acknowledges after the runner's checkpoint, or with ``pipeline_acks``
+    leaves acknowledgement to the pipeline (see the module docstring)."""
 
     def __init__(self, subscription: str, max_messages: int, poll_seconds: float,
-                 wait_seconds: float, ack_deadline_seconds: int) -> None:
+                 wait_seconds: float, ack_deadline_seconds: int,
+                 pipeline_acks: bool = False) -> None:
         self._subscription = subscription
+        self._pipeline_acks = pipeline_acks
         self._max_messages = max_messages
         self._poll = poll_seconds
         self._wait = wait_seconds
@@ -103,8 +106,11 @@ class _PullMessagesFn(beam.DoFn):
 
         self._subscriber = pubsub_v1.SubscriberClient()
         self._pull_size = PullSize(self._max_messages)
-        self._leases = leases_for(self._subscription, lambda: AckLeases(
-            pubsub_v1.SubscriberClient(), self._subscription, self._deadline))
+        if self._pipeline_acks:  # the process-wide keeper that AcknowledgeMessages acks through
+            self._leases = subscription_leases(self._subscription)
+        else:
+            self._leases = leases_for(self._subscription, lambda: AckLeases(
+                pubsub_v1.SubscriberClient(), self._subscription, self._deadline))
 
     def teardown(self) -> None:
         """Closes this reader's client; the process-wide lease keeper stays, as other readers
@@ -143,52 +149,16 @@ class _PullMessagesFn(beam.DoFn):
         now = Timestamp.now()
         if messages:
             ack_ids = [m.ack_id for m in messages]
-            self._leases.hold(ack_ids)
             leases = self._leases
-            bundle_finalizer.register(lambda: leases.ack(ack_ids))
+            if self._pipeline_acks:  # transforms.acks acknowledges once the URLs are recorded
+                leases.hold(ack_ids, set_deadline=True)
+            else:
+                leases.hold(ack_ids)
+                bundle_finalizer.register(lambda: leases.ack(ack_ids))
             self._pulled.inc(len(messages))
             self._batch.update(len(messages))
             for m in messages:
-                yield TimestampedValue(to_beam_message(m), now)
-        current = watermark.current_watermark()
-        if current is None or now > current:
-            watermark.set_watermark(now)
-        tracker.defer_remainder(Duration(seconds=0 if messages else self._poll))
-
-
-class _PullLeavingAcksFn(_PullMessagesFn):
-    """Pulls and emits with the ack id attached; never acknowledges: the pipeline does, once a
-    message's URLs are recorded (``transforms.acks``). No bundle finalizer, so it suits runners
-    whose finalization is not tied to durable state (Prism finalizes right after the bundle)."""
-
-    def setup(self) -> None:
-        from google.cloud import pubsub_v1
-
-        self._subscriber = pubsub_v1.SubscriberClient()
-        self._pull_size = PullSize(self._max_messages)
-        # The process-wide keeper that AcknowledgeMessages acks through (ACK_DEADLINE_SECONDS).
-        self._leases = subscription_leases(self._subscription)
-
-    @beam.DoFn.unbounded_per_element()
-    def process(
-        self,
-        reader: int,
-        tracker=beam.DoFn.RestrictionParam(_EndlessRestrictionProvider()),
-        watermark=beam.DoFn.WatermarkEstimatorParam(
-            ManualWatermarkEstimator.default_provider()),
-    ) -> Iterator[TimestampedValue]:
-        position = tracker.current_restriction().start
-        if not tracker.try_claim(position):
-            return
-        assert self._leases is not None
-        messages = self._pull()
-        now = Timestamp.now()
-        if messages:
-            self._leases.hold((m.ack_id for m in messages), set_deadline=True)
-            self._pulled.inc(len(messages))
-            self._batch.update(len(messages))
-            for m in messages:
-                yield TimestampedValue(to_beam_message(m, with_ack_id=True), now)
+                yield TimestampedValue(to_beam_message(m, with_ack_id=self._pipeline_acks), now)
         current = watermark.current_watermark()
         if current is None or now > current:
             watermark.set_watermark(now)
@@ -218,9 +188,8 @@ class PullFromPubSub(beam.PTransform):
                              "wait_seconds > 0")
         self._subscription = subscription
         self._readers = readers
-        fn_class = _PullLeavingAcksFn if pipeline_acks else _PullMessagesFn
-        self._fn = fn_class(subscription, max_messages, poll_seconds, wait_seconds,
-                            ack_deadline_seconds)
+        self._fn = _PullMessagesFn(subscription, max_messages, poll_seconds, wait_seconds,
+                                   ack_deadline_seconds, pipeline_acks)
 
     def expand(self, pbegin: beam.pvalue.PBegin) -> beam.PCollection:
         return (pbegin
